@@ -1,0 +1,1 @@
+"""venus_core.eval."""
