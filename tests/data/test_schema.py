@@ -123,11 +123,10 @@ def test_navigation_actions_must_parse_for_the_platform(build: Build) -> None:
     assert "action" in _error_fields({**step, "action": web_scroll})
     assert parse_record({**step, "platform": "web", "action": web_scroll}).action == web_scroll
     bad_hist = [{"think": "t", "action": "Click(box=(5000,1))"}, *step["history"][1:]]
-    assert "history" in _error_fields({**step, "history": bad_hist})
+    assert "history[0].action" in _error_fields({**step, "history": bad_hist})
     traj = build.trajectory(2).model_dump()
     traj["steps"][1]["action"] = "Fly()"
-    with pytest.raises(RecordError, match=r"steps\[1\]\.action"):
-        parse_record(traj)
+    assert _error_fields(traj) == ["steps[1].action"]
 
 
 def test_navigation_actions_must_be_canonical(build: Build) -> None:

@@ -110,14 +110,14 @@ def _check_action(action: str, platform: str, field: str) -> None:
         parsed = parse_action(action, platform)  # type: ignore[arg-type]
     except ActionParseError as exc:
         raise PydanticCustomError(
-            "action_parse", "{field}: {action!r} is not a valid {platform} action: {reason}",
-            {"field": field, "action": action, "platform": platform, "reason": str(exc)},
+            "action_parse", "{field}: {action} is not a valid {platform} action: {reason}",
+            {"field": field, "action": repr(action), "platform": platform, "reason": str(exc)},
         ) from None
     canonical = render_action(parsed)
     if canonical != action:
         raise PydanticCustomError(
-            "action_canonical", "{field}: {action!r} is not canonical; write {canonical!r}",
-            {"field": field, "action": action, "canonical": canonical},
+            "action_canonical", "{field}: {action} is not canonical; write {canonical}",
+            {"field": field, "action": repr(action), "canonical": repr(canonical)},
         )
 
 
@@ -367,5 +367,9 @@ def parse_record(obj: Any, *, where: str = "") -> GroundingSample | NavigationSt
             loc = tuple(err["loc"])
             if loc and loc[0] == kind:  # tagged unions prefix the location with the tag
                 loc = loc[1:]
-            errors.append((_loc_str(loc), str(err["type"]), str(err["msg"])))
+            field = _loc_str(loc)
+            ctx = err.get("ctx") or {}
+            if str(err["type"]).startswith("action") and isinstance(ctx.get("field"), str):
+                field = ctx["field"]  # e.g. steps[2].action rather than the whole `steps` list
+            errors.append((field, str(err["type"]), str(err["msg"])))
         raise RecordError(where, record_id if isinstance(record_id, str) else None, errors) from None

@@ -147,7 +147,7 @@ def validate_dataset(path: str | Path, *, max_problems: int = 20,
         if manifest is not None:
             info = manifest.shards[i]
             if digest != info.sha256:
-                report.add("shard_sha256", rel, f"sha256 {digest} != manifest {info.sha256}")
+                report.add("shard_sha256", rel, f"sha256 {digest[:16]}… does not match the manifest's {info.sha256[:16]}…")
             if count != info.records:
                 report.add("count_mismatch", rel, f"{count} records, manifest says {info.records}",
                            field="records")
@@ -244,7 +244,7 @@ def _check_images(root: Path, report: ValidationReport, images: dict[str, _Image
         data = (root / rel).read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         if digest != ref_digest(ref):
-            report.add("image_sha256", rel, f"content sha256 is {digest}, not the name", **where)
+            report.add("image_sha256", rel, f"content sha256 is {digest[:16]}…, not the one in its name", **where)
         try:
             img = decode_image(data)
         except ImageError as exc:
