@@ -259,6 +259,9 @@ class RewardSpec(Section):
     coord_relax_to: float = Field(1.0, ge=1, description="tolerances are multiplied by a factor growing linearly to this over training")
     scroll_tolerance: float = Field(100.0, gt=0, description="delta3: scroll start/end distance tolerance (0–1000 frame)")
     f1_threshold: float = Field(0.5, ge=0, le=1, description="token F1 needed for content credit (Type, CallUser, Finished)")
+    alpha: float = Field(1.0, ge=0, description="alpha: coordinate credit of point actions (Click, LongPress, ...)")
+    beta: float = Field(1.0, ge=0, description="beta: scroll credit unit (1.5 beta for start, end and direction right)")
+    gamma: float = Field(1.0, ge=0, description="gamma: content credit (text, app/url, keys; argument-free actions)")
 
     @model_validator(mode="after")
     def _tolerances(self) -> RewardSpec:

@@ -1,1 +1,1 @@
-"""venus_core.scoring."""
+"""Data-quality scoring: judges (rules here; MLLM backends later) and the keep/rewrite/rebuild policy."""

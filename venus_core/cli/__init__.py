@@ -1,0 +1,37 @@
+"""The `venus` command.
+
+Why typer: every command and option gets `--help` from its signature and docstring, which is
+the documentation ML engineers actually read. Sub-command groups live in sibling modules and
+are mounted here; each module keeps its heavy imports inside the command functions so that
+`venus --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from venus_core import __version__
+from venus_core.cli.agent_cmd import register as _register_agent
+from venus_core.cli.data_cmd import data_app
+from venus_core.cli.spec_cmd import spec_app
+
+app = typer.Typer(
+    name="venus",
+    help="Venus: train GUI agents (UI-Venus-1.5 recipe) from one agent spec.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(spec_app, name="spec")
+app.add_typer(data_app, name="data")
+_register_agent(app)
+
+
+@app.command()
+def version() -> None:
+    """Print the Venus version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()
