@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from conftest import Build
 from PIL import Image
 
 from venus_core.data import DatasetReader, DatasetWriter, ImageError, load_manifest
-from venus_core.data import store as store_mod
+from venus_core.data import images as images_mod
 
 
 def _siblings(path: Path) -> list[str]:
@@ -116,12 +117,30 @@ def test_put_image_rejects_non_images_truncated_and_bombs(tmp_path: Path, build:
             w.put_image(png[: len(png) // 2])
         with pytest.raises(TypeError):
             w.put_image("a/path.png")  # type: ignore[arg-type]
-        monkeypatch.setattr(store_mod, "MAX_IMAGE_PIXELS", 100)
-        with pytest.raises(ImageError, match="exceeds"):
-            w.put_image(build.image(11, 10))
-        # bytes are refused from the header alone, before decoding
+        w.put_image(build.png(11, 10))
+        monkeypatch.setattr(images_mod, "MAX_IMAGE_PIXELS", 100)
         with pytest.raises(ImageError, match="exceeds 100 pixels"):
-            store_mod.decode_image(build.png(11, 10), max_pixels=100)
+            w.put_image(build.image(11, 10))
+        with pytest.raises(ImageError, match="exceeds 100 pixels"):
+            w.put_image(build.png(11, 10))
+        w.put_image(build.png(10, 10))
+
+
+def test_decompression_bomb_is_refused_from_the_header(build: Build) -> None:
+    # a 9000 x 9000 PNG header (81 MP, under PIL's own limit) carrying 1 pixel of data
+    bomb = bytearray(build.png(1, 1))
+    ihdr = bomb.index(b"IHDR")
+    bomb[ihdr + 4 : ihdr + 12] = (9000).to_bytes(4, "big") * 2
+    bomb[ihdr + 17 : ihdr + 21] = zlib.crc32(bomb[ihdr : ihdr + 17]).to_bytes(4, "big")
+    with pytest.raises(ImageError, match=f"9000x9000 PNG image exceeds {images_mod.MAX_IMAGE_PIXELS}"):
+        images_mod.decode_image(bytes(bomb))
+
+
+def test_encode_png_converts_modes_png_cannot_hold(tmp_path: Path) -> None:
+    cmyk = Image.new("CMYK", (4, 4), (0, 50, 100, 0))
+    with DatasetWriter(tmp_path / "ds") as w:
+        ref = w.put_image(cmyk)
+    assert DatasetReader(tmp_path / "ds").open_image(ref).mode == "RGB"
 
 
 def test_write_checks_images_sizes_and_ids(tmp_path: Path, build: Build) -> None:

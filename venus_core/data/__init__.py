@@ -1,7 +1,8 @@
 """Datasets of the platform: record schema, on-disk format and validation.
 
 `schema` defines the four record kinds (grounding, navigation step, trajectory, perception /
-GUI-VQA), `store` the atomic sharded-JSONL + content-addressed-PNG dataset directory, and
+GUI-VQA), `store` the atomic sharded-JSONL + content-addressed-PNG dataset directory (`images`
+its content addresses and defensive image decoding), and
 `validate` the full consistency check behind `venus data validate`. Importers and the synthetic
 GUI world (`venus_core.data.synth`) write through `DatasetWriter`.
 """
@@ -25,11 +26,10 @@ from venus_core.data.schema import (
     parse_record,
     record_images,
 )
+from venus_core.data.images import MAX_IMAGE_PIXELS, ImageError
 from venus_core.data.store import (
-    MAX_IMAGE_PIXELS,
     DatasetReader,
     DatasetWriter,
-    ImageError,
     Manifest,
     ShardInfo,
     load_manifest,

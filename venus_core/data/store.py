@@ -18,14 +18,13 @@ temporary directory, so DIR is either absent (or the old dataset) or complete. W
 or is empty, so a typo cannot wipe an unrelated directory.
 
 Every image is checked on `put_image` (PIL verify + full decode, at most `MAX_IMAGE_PIXELS`
-pixels, refusing decompression bombs before decoding). PNG bytes are stored unchanged; other
-formats and PIL images are encoded to PNG first.
+pixels, refusing decompression bombs before decoding; see `venus_core.data.images`). PNG bytes
+are stored unchanged; other formats and PIL images are encoded to PNG first.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import secrets
@@ -41,6 +40,8 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 import venus_core
+from venus_core.data import images as _images
+from venus_core.data.images import IMAGE_DIR, ImageError, decode_image, encode_png, image_relpath
 from venus_core.data.schema import (
     SCHEMA_VERSION,
     GroundingSample,
@@ -50,19 +51,12 @@ from venus_core.data.schema import (
     image_ref,
     parse_record,
     record_images,
-    ref_digest,
 )
 
-MAX_IMAGE_PIXELS = 8192 * 8192  # larger than any real screenshot (6K monitors are ~20 MP)
 MANIFEST_NAME = "manifest.json"
 SHARD_DIR = "shards"
-IMAGE_DIR = "images"
 
 AnyRecord = GroundingSample | NavigationStep | Trajectory | QASample
-
-
-class ImageError(ValueError):
-    """Bytes that are not a decodable image within the size limit."""
 
 
 class ShardInfo(BaseModel):
@@ -109,36 +103,6 @@ def load_manifest(path: str | Path) -> Manifest:
             f"(this venus_core reads {SCHEMA_VERSION})"
         )
     return manifest
-
-
-def image_relpath(ref: str) -> str:
-    """images/<2 hex>/<sha256>.png for an ImageRef."""
-    digest = ref_digest(ref)
-    return f"{IMAGE_DIR}/{digest[:2]}/{digest}.png"
-
-
-def decode_image(data: bytes, *, max_pixels: int = MAX_IMAGE_PIXELS) -> Image.Image:
-    """Decode fully (PIL verify + load) or raise ImageError; refuse more than `max_pixels`."""
-    try:
-        with Image.open(io.BytesIO(data)) as probe:  # reads the header only
-            width, height = probe.size
-            fmt = probe.format
-            if width * height > max_pixels:
-                raise ImageError(f"{width}x{height} {fmt} image exceeds {max_pixels} pixels")
-            probe.verify()
-        img = Image.open(io.BytesIO(data))
-        img.load()
-    except ImageError:
-        raise
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise ImageError(f"not a decodable image ({len(data)} bytes): {exc}") from None
-    return img
-
-
-def encode_png(img: Image.Image) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, format="PNG")
-    return buf.getvalue()
 
 
 def _fsync_file(path: Path) -> None:
@@ -233,8 +197,7 @@ class DatasetWriter:
         """Store an image (PNG-encoded if needed) and return its ref; identical images share one file."""
         self._ensure_open()
         if isinstance(image, Image.Image):
-            if image.width * image.height > MAX_IMAGE_PIXELS:
-                raise ImageError(f"{image.width}x{image.height} image exceeds {MAX_IMAGE_PIXELS} pixels")
+            _images.check_pixels(image.width, image.height, "image")
             data = encode_png(image)
             size = image.size
         elif isinstance(image, (bytes, bytearray, memoryview)):

@@ -23,16 +23,8 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from venus_core.data.schema import RecordError, parse_record, record_images, ref_digest
-from venus_core.data.store import (
-    IMAGE_DIR,
-    MANIFEST_NAME,
-    SHARD_DIR,
-    ImageError,
-    Manifest,
-    decode_image,
-    image_relpath,
-    load_manifest,
-)
+from venus_core.data.images import IMAGE_DIR, ImageError, decode_image, image_relpath
+from venus_core.data.store import MANIFEST_NAME, SHARD_DIR, Manifest, load_manifest
 
 _IMAGE_NAME_RE = re.compile(r"^[0-9a-f]{64}\.png$")
 
