@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import torch
+
+from venus_core.merge.trim import apply_thresholds, find_thresholds, k_for
+
+
+def _reference_mask(row: torch.Tensor, k: int) -> torch.Tensor:
+    """Top-k by |x|, ties broken by lowest flat index (stable descending sort)."""
+    order = torch.argsort(row.abs(), descending=True, stable=True)[:k]
+    mask = torch.zeros_like(row, dtype=torch.bool)
+    mask[order] = True
+    return mask
+
+
+def _run(taus: torch.Tensor, k: int, chunk: int, ties: str = "index") -> torch.Tensor:
+    n = taus.shape[1]
+    parts = lambda: [taus[:, i:i + chunk].clone() for i in range(0, n, chunk)]  # noqa: E731
+    ths = find_thresholds(parts, [k] * taus.shape[0], n, ties)  # type: ignore[arg-type]
+    kept = [apply_thresholds(c, ths) for c in parts()]
+    return torch.cat(kept, dim=1)
+
+
+def test_exact_topk_matches_sort_with_many_ties() -> None:
+    g = torch.Generator().manual_seed(0)
+    # quantized values: lots of exact magnitude ties, both signs, zeros
+    taus = (torch.randint(-20, 21, (3, 1000), generator=g).float() / 8)
+    for k in (1, 7, 200, 333, 999):
+        ref = torch.stack([_reference_mask(r, k) | ((r == 0) & False) for r in taus])
+        for chunk in (1000, 97, 1):
+            got = _run(taus, k, chunk)
+            nz = taus != 0
+            assert torch.equal(got & nz, ref & nz), (k, chunk)
+            assert int((got & nz).sum(1).max()) <= k
+
+
+def test_keep_policy_keeps_all_ties() -> None:
+    taus = torch.tensor([[3.0, 1.0, 2.0, 2.0, 2.0, 0.5]])
+    got = _run(taus, 2, 4, ties="keep")
+    assert got.tolist() == [[True, False, True, True, True, False]]
+    got = _run(taus, 2, 4, ties="index")
+    assert got.tolist() == [[True, False, True, False, False, False]]
+
+
+def test_threshold_is_exact_for_continuous_values() -> None:
+    g = torch.Generator().manual_seed(1)
+    taus = torch.randn(2, 5000, generator=g) * 1e-3
+    got = _run(taus, 1000, 333)
+    for i in range(2):
+        assert torch.equal(got[i], _reference_mask(taus[i], 1000))
+
+
+def test_k_for_edges() -> None:
+    assert k_for(1.0, 10) == 10
+    assert k_for(0.2, 10) == 2
+    assert k_for(0.01, 10) == 1  # at least one, as mergekit
+    assert k_for(0.5, 0) == 0

@@ -1,0 +1,186 @@
+"""`merge_checkpoints`: merge local HF-format safetensors checkpoints into one (the seam).
+
+Why a function over local paths: the runtime job resolves artifact URIs (file://, s3://) with the
+storage layer and calls this; the algorithm package itself never touches storage or tracking.
+
+Output: sharded safetensors in the base's tensor names with `model.safetensors.index.json`, every
+non-weight file of the base (config, processor, tokenizer, chat template) copied, a JSON report
+(`merge_report.json`) and a `sha256sum -c` manifest (`SHA256SUMS`). Nothing time- or
+machine-dependent is written, so a re-run produces byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from venus_core.config.registry import MERGE_METHODS
+from venus_core.merge import methods as _methods  # noqa: F401 - registers the built-in methods
+from venus_core.merge.engine import Engine
+from venus_core.merge.io import REPORT_NAME, CheckpointReader, ShardedWriter, copy_non_weight_files, write_manifest
+from venus_core.merge.keys import EMBED_KEY, LM_HEAD_KEY, PARTS, Part
+from venus_core.merge.methods import CombineOptions, Election, MergeMethod, ZeroSign
+from venus_core.merge.trim import Threshold, TiePolicy, find_thresholds, k_for
+from venus_core.merge.verify import TensorJob, TensorStats, check_tokenizers, match_inputs, structural_diff
+
+
+class PartPolicy(BaseModel):
+    """Per-part overrides: density and lambda, or `copy_base` to take the part from the base."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    density: float | None = Field(default=None, gt=0.0, le=1.0)
+    lambda_: float | None = Field(default=None, alias="lambda")
+    copy_base: bool = False
+
+
+class MergeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    method: str = "ties"
+    weights: list[float] | None = None
+    density: float = Field(default=0.2, gt=0.0, le=1.0)
+    lambda_: float = Field(default=1.0, alias="lambda")
+    trim_scope: Literal["tensor", "model"] = "tensor"
+    election: Election = "mass"
+    zero_sign: ZeroSign = "none"
+    threshold_ties: TiePolicy = "index"
+    parts: dict[Part, PartPolicy] = Field(default_factory=dict)
+    max_working_bytes: int = Field(default=1 << 30, ge=1 << 16)
+    shard_bytes: int = Field(default=2 * (1 << 30), ge=1)
+
+    @model_validator(mode="after")
+    def _known_method(self) -> "MergeConfig":
+        MERGE_METHODS.get(self.method)  # unknown name -> error listing the known ones
+        return self
+
+    @classmethod
+    def mergekit_ties(cls, **kw: object) -> "MergeConfig":
+        """Settings that reproduce mergekit's `ties` (normalize: true) semantics."""
+        return cls(method="ties", election="weighted_mass", zero_sign="positive", **kw)
+
+
+def _weights(cfg: MergeConfig, method: MergeMethod, m: int) -> torch.Tensor:
+    if cfg.weights is None:
+        w = [1.0 / m] * m if method.weights_sum_to_one else [1.0] * m
+    else:
+        w = list(cfg.weights)
+    if len(w) != m:
+        raise ValueError(f"weights: {len(w)} given for {m} models")
+    if method.weights_sum_to_one and abs(sum(w) - 1.0) > 1e-6:
+        raise ValueError(f"weights: {cfg.method} needs weights summing to 1, got {sum(w)}")
+    if method.nonnegative_weights and any(x < 0 for x in w):
+        raise ValueError(f"weights: {cfg.method} needs non-negative weights, got {w}")
+    return torch.tensor(w, dtype=torch.float32)
+
+
+def _tied(base: Path) -> bool:
+    p = base / "config.json"
+    if not p.is_file():
+        return False
+    cfg = json.loads(p.read_text())
+    text = cfg.get("text_config") or {}
+    return bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+
+
+def _global_thresholds(engine: Engine, jobs: list[TensorJob], density: float,
+                       ties: TiePolicy) -> list[Threshold]:
+    n = sum(j.info.numel for j in jobs)
+
+    def chunks() -> Iterator[torch.Tensor]:
+        for j in jobs:
+            yield from engine.task_vector_chunks(j)
+
+    return find_thresholds(chunks, [k_for(density, n)] * engine.m, n, ties)
+
+
+def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path | str,
+                      config: MergeConfig | None = None) -> dict[str, object]:
+    """Merge `models` (fine-tunes of `base`) into `out`; returns the report also written there."""
+    cfg = config or MergeConfig()
+    method: MergeMethod = MERGE_METHODS.get(cfg.method)
+    base_p, model_ps, out_p = Path(base), [Path(m) for m in models], Path(out)
+    if not model_ps:
+        raise ValueError("no models to merge")
+    if not method.uses_lambda and (cfg.lambda_ != 1.0 or any(p.lambda_ not in (None, 1.0) for p in cfg.parts.values())):
+        raise ValueError(f"lambda: {cfg.method} has no lambda (got {cfg.lambda_})")
+    weights = _weights(cfg, method, len(model_ps))
+    base_r = CheckpointReader(base_p)
+    model_rs = [CheckpointReader(p) for p in model_ps]
+    jobs = match_inputs(base_r, model_rs)
+    tokenizer = check_tokenizers(base_p, model_ps)
+    if out_p.exists() and any(out_p.iterdir()):
+        raise FileExistsError(f"{out_p}: output directory is not empty")
+    out_p.mkdir(parents=True, exist_ok=True)
+
+    engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, cfg.threshold_ties)
+    policy = {p: cfg.parts.get(p, PartPolicy()) for p in PARTS}
+    density = {p: policy[p].density or cfg.density for p in PARTS}
+    lam = {p: cfg.lambda_ if policy[p].lambda_ is None else policy[p].lambda_ for p in PARTS}
+    shared: dict[Part, list[Threshold]] = {}
+    if method.trims and cfg.trim_scope == "model":
+        for p in PARTS:
+            pj = [j for j in jobs if j.part == p and j.is_float]
+            if pj and not policy[p].copy_base and density[p] < 1.0:
+                shared[p] = _global_thresholds(engine, pj, density[p], cfg.threshold_ties)
+
+    tied = _tied(base_p)
+    digests = {k: hashlib.sha256() for k in (EMBED_KEY, LM_HEAD_KEY)} if tied else {}
+    writer = ShardedWriter(out_p, [j.info for j in jobs], cfg.shard_bytes)
+    stats: list[TensorStats] = []
+    for j in jobs:
+        d = digests.get(j.canon)
+        if not j.is_float or policy[j.part].copy_base:
+            stats.append(engine.copy_tensor(j, writer, check_equal=not j.is_float, digest=d))
+        else:
+            opt = CombineOptions(lam[j.part], cfg.election, cfg.zero_sign)
+            stats.append(engine.merge_tensor(j, writer, opt, density[j.part], shared.get(j.part), d))
+    files = writer.finish()
+    files.update(copy_non_weight_files(base_p, out_p))
+
+    diffs = structural_diff(CheckpointReader(out_p), base_r)
+    if diffs:
+        raise RuntimeError(f"{out_p}: output differs structurally from the base: {diffs[:5]}")
+    if tied and len(digests) == 2 and all(k in {j.canon for j in jobs} for k in digests):
+        if digests[EMBED_KEY].hexdigest() != digests[LM_HEAD_KEY].hexdigest():
+            raise RuntimeError(f"{out_p}: tie_word_embeddings is set but merged lm_head != embed_tokens")
+
+    report = _report(cfg, base_p, model_ps, stats, policy, density, tokenizer, tied)
+    raw = (json.dumps(report, indent=1, sort_keys=True) + "\n").encode()
+    (out_p / REPORT_NAME).write_bytes(raw)
+    files[REPORT_NAME] = hashlib.sha256(raw).hexdigest()
+    write_manifest(out_p, files)
+    return report
+
+
+def _report(cfg: MergeConfig, base: Path, models: list[Path], stats: list[TensorStats],
+            policy: dict[Part, PartPolicy], density: dict[Part, float],
+            tokenizer: dict[str, str], tied: bool) -> dict[str, object]:
+    per_part: dict[str, object] = {}
+    for p in PARTS:
+        ps = [s for s in stats if s.part == p]
+        if not ps:
+            continue
+        n = sum(s.n for s in ps)
+        touched = sum(s.touched for s in ps)
+        per_part[p] = {
+            "tensors": len(ps), "numel": n,
+            "policy": "copy_base" if policy[p].copy_base else "merge",
+            "density": density[p],
+            "unchanged_tensors": sum(s.mode == "unchanged" for s in ps),
+            "achieved_density": [round(sum(s.kept[i] for s in ps) / max(n, 1), 8) for i in range(len(models))],
+            "sign_conflict_rate": round(sum(s.conflicts for s in ps) / touched, 8) if touched else 0.0,
+            "merged_delta_norm": round(sum(s.delta_sq for s in ps) ** 0.5, 8),
+        }
+    return {
+        "config": cfg.model_dump(mode="json", by_alias=True),
+        "base": str(base), "models": [str(m) for m in models],
+        "tokenizer_sha256": tokenizer, "tie_word_embeddings": tied,
+        "checks": {"structure": "identical to base", "non_finite": 0},
+        "parts": per_part,
+        "tensors": [s.to_json() for s in stats],
+    }

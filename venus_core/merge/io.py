@@ -1,0 +1,248 @@
+"""Streaming safetensors I/O for merging: read row chunks, write sharded output, copy the rest.
+
+Why: a merge must not need memory proportional to the model. Inputs are read with safetensors
+`safe_open` (memory-mapped) one row-chunk at a time; the handle is opened per chunk so that the
+mapped pages of a finished chunk leave the process (a long-lived mapping would keep every touched
+page resident and RSS would grow to the size of all inputs).
+
+Departure from the safetensors library: it can only *write* a whole dict of in-memory tensors.
+The output here is written incrementally instead: every output tensor's dtype and shape equal
+the base's, so the shard plan and each shard's header are known before any value is computed,
+and bytes are appended as chunks are merged. The files follow the safetensors format (8-byte
+header length, JSON header with `__metadata__`, contiguous data) and are read back by
+`safe_open` in the tests. sha256 digests are computed while writing, so the manifest costs no
+second read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import torch
+from safetensors import safe_open
+
+INDEX_NAME = "model.safetensors.index.json"
+REPORT_NAME = "merge_report.json"
+MANIFEST_NAME = "SHA256SUMS"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "tokenizer.model",
+    "special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json",
+)
+
+DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+    "U8": torch.uint8, "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+}
+FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory is unusable (missing, pickled, inconsistent index ...)."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    key: str
+    dtype: str  # safetensors dtype string, e.g. "BF16"
+    shape: tuple[int, ...]
+    file: Path
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPES[self.dtype].itemsize
+
+
+def _refuse_pickles(root: Path) -> None:
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES:
+            raise CheckpointError(
+                f"{p}: pickle files are refused (they can execute code on load); "
+                "convert the checkpoint to safetensors"
+            )
+
+
+class CheckpointReader:
+    """The tensors of one local HF-format safetensors checkpoint directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise CheckpointError(f"{self.root}: not a directory")
+        _refuse_pickles(self.root)
+        files = sorted(self.root.glob("*.safetensors"))
+        if not files:
+            raise CheckpointError(f"{self.root}: no *.safetensors files")
+        index = self.root / INDEX_NAME
+        if index.is_file():
+            try:
+                wanted = set(json.loads(index.read_text())["weight_map"].values())
+            except (KeyError, ValueError) as exc:
+                raise CheckpointError(f"{index}: not a safetensors index ({exc})") from exc
+            missing = sorted(w for w in wanted if not (self.root / w).is_file())
+            if missing:
+                raise CheckpointError(f"{index}: lists missing shard {missing[0]!r}")
+            files = [self.root / w for w in sorted(wanted)]
+        self.tensors: dict[str, TensorInfo] = {}
+        for f in files:
+            with safe_open(f, framework="pt") as h:
+                for key in h.keys():
+                    if key in self.tensors:
+                        raise CheckpointError(f"{f}: tensor {key!r} also in {self.tensors[key].file}")
+                    sl = h.get_slice(key)
+                    dtype = sl.get_dtype()
+                    if dtype not in DTYPES:
+                        raise CheckpointError(f"{f}: tensor {key!r} has unsupported dtype {dtype}")
+                    self.tensors[key] = TensorInfo(key, dtype, tuple(sl.get_shape()), f)
+
+    def read(self, key: str, start: int | None = None, stop: int | None = None) -> torch.Tensor:
+        """Rows [start, stop) along dim 0 (the whole tensor if no range or a 0-d tensor)."""
+        info = self.tensors[key]
+        with safe_open(info.file, framework="pt") as h:
+            if not info.shape or start is None:
+                return h.get_tensor(key)
+            return h.get_slice(key)[start:stop]
+
+
+def tokenizer_digests(root: Path) -> dict[str, str]:
+    """sha256 of each tokenizer / chat-template file present in a checkpoint directory."""
+    out: dict[str, str] = {}
+    for name in TOKENIZER_FILES:
+        p = Path(root) / name
+        if p.is_file():
+            out[name] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _header(entries: list[TensorInfo]) -> bytes:
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for e in entries:
+        header[e.key] = {"dtype": e.dtype, "shape": list(e.shape), "data_offsets": [offset, offset + e.nbytes]}
+        offset += e.nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def plan_shards(entries: list[TensorInfo], shard_bytes: int) -> list[list[TensorInfo]]:
+    """Greedy shard plan in the given order; a tensor larger than the budget gets its own shard."""
+    shards: list[list[TensorInfo]] = [[]]
+    size = 0
+    for e in entries:
+        if shards[-1] and size + e.nbytes > shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(e)
+        size += e.nbytes
+    return shards
+
+
+class ShardedWriter:
+    """Writes tensors in plan order, chunk by chunk, into `model-0000i-of-0000n.safetensors`."""
+
+    def __init__(self, out_dir: Path, entries: list[TensorInfo], shard_bytes: int) -> None:
+        self.out_dir = Path(out_dir)
+        self.shards = plan_shards(entries, shard_bytes)
+        n = len(self.shards)
+        self.names = [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+        self.order = [(si, e) for si, shard in enumerate(self.shards) for e in shard]
+        self.digests: dict[str, str] = {}
+        self._pos = -1
+        self._left = 0
+        self._fh: BinaryIO | None = None
+        self._hash = hashlib.sha256()
+        self._shard = -1
+
+    def begin(self, key: str) -> None:
+        if self._left:
+            raise RuntimeError(f"tensor {self.order[self._pos][1].key!r} not fully written")
+        self._pos += 1
+        si, e = self.order[self._pos]
+        if e.key != key:
+            raise RuntimeError(f"writer expected tensor {e.key!r}, got {key!r}")
+        if si != self._shard:
+            self._close()
+            self._shard = si
+            self._fh = open(self.out_dir / self.names[si], "wb")
+            self._hash = hashlib.sha256()
+            self._emit(_header(self.shards[si]))
+        self._left = e.nbytes
+
+    def write(self, chunk: torch.Tensor) -> None:
+        data = chunk.contiguous().reshape(-1).view(torch.uint8).numpy()
+        if data.nbytes > self._left:
+            raise RuntimeError(f"tensor {self.order[self._pos][1].key!r}: too many bytes written")
+        self._left -= data.nbytes
+        self._emit(memoryview(data))
+
+    def _emit(self, data: bytes | memoryview) -> None:
+        assert self._fh is not None
+        self._fh.write(data)
+        self._hash.update(data)
+
+    def _close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self.digests[self.names[self._shard]] = self._hash.hexdigest()
+            self._fh = None
+
+    def finish(self) -> dict[str, str]:
+        if self._left or self._pos != len(self.order) - 1:
+            raise RuntimeError("output incomplete: not every planned tensor was written")
+        self._close()
+        weight_map = {e.key: self.names[si] for si, e in self.order}
+        index = {
+            "metadata": {"total_size": sum(e.nbytes for _, e in self.order)},
+            "weight_map": dict(sorted(weight_map.items())),
+        }
+        raw = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
+        (self.out_dir / INDEX_NAME).write_bytes(raw)
+        self.digests[INDEX_NAME] = hashlib.sha256(raw).hexdigest()
+        return self.digests
+
+
+def copy_non_weight_files(src: Path, dst: Path) -> dict[str, str]:
+    """Copy config, processor, tokenizer, chat template ... (all but weights); return digests."""
+    digests: dict[str, str] = {}
+    skip = {INDEX_NAME, REPORT_NAME, MANIFEST_NAME}
+    for p in sorted(Path(src).rglob("*")):
+        rel = p.relative_to(src).as_posix()
+        if not p.is_file() or p.suffix == ".safetensors" or rel in skip:
+            continue
+        target = Path(dst) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
+        digests[rel] = hashlib.sha256(target.read_bytes()).hexdigest()
+    return digests
+
+
+def write_manifest(out_dir: Path, digests: dict[str, str]) -> None:
+    """`sha256sum -c`-compatible manifest of every output file."""
+    lines = [f"{digests[name]}  {name}\n" for name in sorted(digests)]
+    (Path(out_dir) / MANIFEST_NAME).write_text("".join(lines))
+
+
+def iter_row_chunks(shape: tuple[int, ...], rows_per_chunk: int) -> Iterator[tuple[int | None, int | None]]:
+    """(start, stop) row ranges covering dim 0; a single (None, None) for 0-d tensors."""
+    if not shape:
+        yield None, None
+        return
+    for start in range(0, shape[0], rows_per_chunk):
+        yield start, min(shape[0], start + rows_per_chunk)
