@@ -36,7 +36,7 @@ def test_grounding_rules() -> None:
     assert judge(g(None)).score == 10  # refusal samples are fine
     assert judge(g((100, 100, 101, 101))).alignment == 3
     huge = judge(g((0, 0, 1000, 900)))
-    assert huge.alignment == 5 and "covers 90%" in huge.rationale[0]
+    assert huge.alignment == 5 and huge.rationale[0].startswith("oversized_box (alignment=5): target box covers 90%")
     assert judge(g((100, 100, 200, 200), instruction="x")).reachability == 3
 
 

@@ -13,6 +13,8 @@ import typer
 from venus_core import __version__
 from venus_core.cli.agent_cmd import register as _register_agent
 from venus_core.cli.data_cmd import data_app
+from venus_core.cli.run_cmd import register as _register_run
+from venus_core.cli.synth_cmd import register as _register_synth
 from venus_core.cli.spec_cmd import spec_app
 
 app = typer.Typer(
@@ -22,9 +24,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+_register_synth(data_app)
 app.add_typer(spec_app, name="spec")
 app.add_typer(data_app, name="data")
 _register_agent(app)
+_register_run(app)
 
 
 @app.command()

@@ -44,9 +44,9 @@ class _Verdict:
     reachability: int = 10
     reasons: list[str] = field(default_factory=list)
 
-    def lower(self, axis: str, score: int, reason: str) -> None:
+    def lower(self, axis: str, score: int, rule: str, detail: str) -> None:
         setattr(self, axis, min(getattr(self, axis), score))
-        self.reasons.append(f"{axis}={score}: {reason}")
+        self.reasons.append(f"{rule} ({axis}={score}): {detail}")
 
 
 def _box_area(box: tuple[int, int, int, int]) -> int:
@@ -55,24 +55,24 @@ def _box_area(box: tuple[int, int, int, int]) -> int:
 
 def _grounding(r: GroundingSample, v: _Verdict) -> None:
     if len(r.instruction.strip()) < 2:
-        v.lower("reachability", 3, "instruction shorter than 2 characters")
+        v.lower("reachability", 3, "short_instruction", "instruction shorter than 2 characters")
     if r.box is not None:
         area = _box_area(r.box)
         if area < 4:  # < 0.0004 % of the screen: a point, not an element
-            v.lower("alignment", 3, f"target box area {area} in the 0–1000 frame is degenerate")
+            v.lower("alignment", 3, "degenerate_box", f"target box area {area} in the 0–1000 frame is degenerate")
         elif area > 500_000:  # over half the screen: the instruction cannot single it out
-            v.lower("alignment", 5, f"target box covers {area / 10_000:.0f}% of the screen")
+            v.lower("alignment", 5, "oversized_box", f"target box covers {area / 10_000:.0f}% of the screen")
 
 
 def _step_checks(action_text: str, platform: str, target_box: object, v: _Verdict, where: str) -> None:
     action = parse_action(action_text, platform)  # type: ignore[arg-type]
     if action.NAME == "Type" and not action.content.strip():  # type: ignore[attr-defined]
-        v.lower("alignment", 2, f"{where}: Type with empty content")
+        v.lower("alignment", 2, "empty_type", f"{where}: Type with empty content")
     fieldname = _POINT_ACTIONS.get(action.NAME)
     if fieldname and target_box is not None:
         point = getattr(action, fieldname)
         if not point_in_box(point, target_box):  # type: ignore[arg-type]
-            v.lower("alignment", 3, f"{where}: {action.NAME} point {point} outside its target box")
+            v.lower("alignment", 3, "point_outside_target", f"{where}: {action.NAME} point {point} outside its target box")
 
 
 def _navigation_step(r: NavigationStep, v: _Verdict) -> None:
@@ -83,18 +83,18 @@ def _trajectory(r: Trajectory, v: _Verdict) -> None:
     for i, s in enumerate(r.steps):
         _step_checks(s.action, r.platform, s.target_box, v, f"step {i}")
     if not r.success:
-        v.lower("reachability", 3, "trajectory did not reach its goal")
+        v.lower("reachability", 3, "unsuccessful", "trajectory did not reach its goal")
     run = 1
     for prev, cur in zip(r.steps, r.steps[1:], strict=False):
         run = run + 1 if cur.action == prev.action and cur.image == prev.image else 1
         if run >= 3:
-            v.lower("reachability", 5, "the same action on the same screen 3 times in a row")
+            v.lower("reachability", 5, "stuck", "the same action on the same screen 3 times in a row")
             break
 
 
 def _qa(r: QASample, v: _Verdict) -> None:
     if r.question.strip().casefold() == r.answer.strip().casefold():
-        v.lower("alignment", 3, "answer repeats the question")
+        v.lower("alignment", 3, "answer_repeats_question", "answer repeats the question")
 
 
 _CHECKS: dict[type, Callable[[object, _Verdict], None]] = {
