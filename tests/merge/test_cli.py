@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import typer
+from typer.testing import CliRunner
+
+from merge_helpers import load_dir
+from venus_core.cli.merge_cmd import register
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+
+    @app.command()
+    def other() -> None:  # a second command so typer keeps sub-command names
+        """Unrelated."""
+
+    return app
+
+
+def test_cli_merges_with_multi_value_options(three_models, tmp_path: Path) -> None:
+    bp, mps, base, _ = three_models
+    out = tmp_path / "out"
+    res = CliRunner().invoke(_app(), [
+        "merge", "--method", "ties", "--base", str(bp), "--models", *map(str, mps),
+        "--weights", "0.5", "0.3", "0.2", "--density", "0.5", "--lambda", "1.0",
+        "--part-density", "language=0.3", "--copy-part", "vision", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert set(summary["parts"]) == {"vision", "projector", "language", "embeddings"}
+    report = json.loads((out / "merge_report.json").read_text())
+    assert report["config"]["weights"] == [0.5, 0.3, 0.2]
+    assert report["parts"]["language"]["density"] == 0.3
+    assert report["parts"]["vision"]["policy"] == "copy_base"
+    got = load_dir(out)
+    assert torch.equal(got["model.visual.blocks.0.attn.qkv.weight"], base["model.visual.blocks.0.attn.qkv.weight"])
+
+
+def test_cli_reports_bad_input(three_models, tmp_path: Path) -> None:
+    bp, mps, _, _ = three_models
+    res = CliRunner().invoke(_app(), ["merge", "--method", "linear", "--base", str(bp), "--models",
+                                      *map(str, mps), "--weights", "0.5", "0.5", "0.5", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "summing to 1" in res.output
+    res = CliRunner().invoke(_app(), ["merge", "--method", "nope", "--base", str(bp), "--models",
+                                      str(mps[0]), "-o", str(tmp_path / "o2")])
+    assert res.exit_code == 2 and "unknown merge_methods 'nope'" in res.output
+
+
+def test_cli_help() -> None:
+    res = CliRunner().invoke(_app(), ["merge", "--help"])
+    assert res.exit_code == 0 and "--models" in res.output and "--density" in res.output
