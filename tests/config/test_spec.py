@@ -109,7 +109,7 @@ def test_missing_file() -> None:
 def test_overrides(tmp_path: Path) -> None:
     p = _write(tmp_path, "name: a\n")
     spec = load_spec(p, ["offline_rl.grounding.lr=1e-6", "mid_train.distributed.zero_stage=3",
-                         "merge.lambda=0.5", "data.sources.0.synth.n=7", "description=hello world"])
+                         "merge.lambda=0.5", "description=hello world"])
     assert spec.offline_rl.grounding.lr == 1e-6
     assert spec.mid_train.distributed.zero_stage == 3
     assert spec.merge.lambda_ == 0.5
@@ -126,7 +126,8 @@ def test_override_into_list_items() -> None:
 @pytest.mark.parametrize(
     ("item", "message"),
     [("novalue", "KEY=VALUE"), ("a..b=1", "empty key"), ("data.sources.9.n=1", "out of range"),
-     ("data.sources.x.n=1", "list index"), ("name.sub=1", "is a value")],
+     ("data.sources.x.n=1", "list index"), ("name.sub=1", "is a value"),
+     ("eval.suites.0.limit=1", "not in the file")],
 )
 def test_bad_overrides(item: str, message: str) -> None:
     data = {"name": "a", "data": {"sources": [{"name": "s", "kind": "synth"}]}}

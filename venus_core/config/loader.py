@@ -106,6 +106,9 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
                 node = node[_index(part, node, item)]
             elif isinstance(node, dict):
                 if node.get(part) is None:
+                    if path[i + 1].isdigit():
+                        raise SpecError(f"override {item!r}: {where} is not in the file; "
+                                        "list items can be overridden only where the file lists them")
                     node[part] = {}
                 node = node[part]
             else:
@@ -139,7 +142,8 @@ def spec_from_dict(data: dict[str, Any], *, where: str = "<spec>", text: str | N
         raise SpecError(_format_errors(exc, where, lines)) from None
 
 
-def read_spec_dict(path: str | Path) -> tuple[dict[str, Any], str]:
+def read_spec_dict(path: str | Path) -> tuple[dict[str, Any], str, Path]:
+    """(raw mapping, text, file) of a spec file or of DIR/agent.yaml."""
     p = Path(path)
     if p.is_dir():
         p = p / "agent.yaml"
@@ -157,15 +161,14 @@ def read_spec_dict(path: str | Path) -> tuple[dict[str, Any], str]:
         data = {}
     if not isinstance(data, dict):
         raise SpecError(f"{p}: the agent spec must be a YAML mapping, got {type(data).__name__}")
-    return data, text
+    return data, text, p
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> AgentSpec:
     """Load `path` (a YAML file, or a directory holding agent.yaml), apply overrides, validate."""
-    data, text = read_spec_dict(path)
-    where = str(path)
+    data, text, file = read_spec_dict(path)
     apply_overrides(data, overrides)
-    return spec_from_dict(data, where=where, text=text)
+    return spec_from_dict(data, where=str(file), text=text)
 
 
 def spec_to_dict(spec: AgentSpec) -> dict[str, Any]:

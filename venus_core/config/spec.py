@@ -309,25 +309,33 @@ class OfflineRLDomainSpec(Section):
     seed: int = Field(0, description="seed")
 
 
-def _grounding_rl() -> OfflineRLDomainSpec:
-    return OfflineRLDomainSpec(reward="grounding", kl_coef=4e-3)
+class GroundingRLSpec(OfflineRLDomainSpec):
+    reward: RewardName = Field("grounding", description="registered reward function of this domain")
+    kl_coef: float = Field(4e-3, ge=0, description="KL-to-reference coefficient, k3 estimator (UI-Venus-1.0: 4e-3)")
+    max_new_tokens: int = Field(16, ge=1, description="completion length limit ('[x,y]' is short)")
 
 
-def _nav_rl(reward: str) -> OfflineRLDomainSpec:
-    return OfflineRLDomainSpec(
-        reward=reward,
-        kl_coef=1e-3,
-        freeze_vision=True,
-        max_new_tokens=128,
-        history_alignment=HistoryAlignmentSpec(),
-        sparse_actions=SparseActionSpec(),
+class MobileRLSpec(OfflineRLDomainSpec):
+    reward: RewardName = Field("navigation_mobile", description="registered reward function of this domain")
+    kl_coef: float = Field(1e-3, ge=0, description="KL-to-reference coefficient, k3 estimator (UI-Venus-1.0: 1e-3)")
+    freeze_vision: bool = Field(True, description="freeze the vision tower (UI-Venus-1.0 does for navigation)")
+    max_new_tokens: int = Field(128, ge=1, description="completion length limit")
+    history_alignment: HistoryAlignmentSpec | None = Field(
+        default_factory=HistoryAlignmentSpec, description="self-evolving history alignment (null = off)"
+    )
+    sparse_actions: SparseActionSpec | None = Field(
+        default_factory=SparseActionSpec, description="sparse action enhancement (null = off)"
     )
 
 
+class WebRLSpec(MobileRLSpec):
+    reward: RewardName = Field("navigation_web", description="registered reward function of this domain")
+
+
 class OfflineRLSpec(Section):
-    grounding: OfflineRLDomainSpec = Field(default_factory=_grounding_rl, description="grounding GRPO job")
-    mobile: OfflineRLDomainSpec = Field(default_factory=lambda: _nav_rl("navigation_mobile"), description="mobile navigation GRPO job")
-    web: OfflineRLDomainSpec = Field(default_factory=lambda: _nav_rl("navigation_web"), description="web navigation GRPO job")
+    grounding: GroundingRLSpec = Field(default_factory=GroundingRLSpec, description="grounding GRPO job")
+    mobile: MobileRLSpec = Field(default_factory=MobileRLSpec, description="mobile navigation GRPO job")
+    web: WebRLSpec = Field(default_factory=WebRLSpec, description="web navigation GRPO job")
 
 
 class OnlineRewardSpec(Section):

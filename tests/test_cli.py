@@ -1,0 +1,140 @@
+"""The `venus` command: every command has --help, and the spec / agent / run commands work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from venus_core.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def _all_commands(cmd: click.Command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = [path]
+    if isinstance(cmd, click.Group):
+        for name, sub in cmd.commands.items():
+            out += _all_commands(sub, path + (name,))
+    return out
+
+
+COMMANDS = _all_commands(get_command(app))
+
+
+def test_expected_commands_exist() -> None:
+    names = {" ".join(c) for c in COMMANDS}
+    assert {"spec validate", "spec show", "spec template", "new-agent", "data synth",
+            "data validate", "data levels", "run", "merge", "version"} <= names
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "venus")
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = invoke(*path, "--help")
+    assert result.exit_code == 0
+    assert "Usage:" in result.output and len(result.output.splitlines()) > 4
+
+
+def test_spec_validate_ok_and_failing(tmp_path: Path) -> None:
+    ok = invoke("spec", "validate", str(ROOT / "agents/venus-tiny"), str(ROOT / "agents/ui-venus-1.5-8b"))
+    assert ok.exit_code == 0 and ok.output.count("✓") == 2
+    bad = tmp_path / "agent.yaml"
+    bad.write_text("name: x\nmerge: {method: nope}\n")
+    res = invoke("spec", "validate", str(bad))
+    assert res.exit_code == 1
+    assert f"{bad}:2: merge.method: Value error, unknown merge_methods name 'nope'" in res.output
+
+
+def test_spec_show_applies_overrides() -> None:
+    res = invoke("spec", "show", str(ROOT / "agents/venus-tiny"), "--set", "offline_rl.grounding.lr=1e-6")
+    assert res.exit_code == 0
+    shown = yaml.safe_load(res.output)
+    assert shown["offline_rl"]["grounding"]["lr"] == 1e-6 and shown["name"] == "venus-tiny"
+    res = invoke("spec", "show", str(ROOT / "agents/venus-tiny"), "--json", "--set", "merge.density=0.5")
+    assert json.loads(res.output)["merge"]["density"] == 0.5
+
+
+def test_spec_show_bad_override_exits_2() -> None:
+    res = runner.invoke(app, ["spec", "show", str(ROOT / "agents/venus-tiny"), "--set", "mid_train.lr=-1"])
+    assert res.exit_code == 2 and "mid_train.lr" in res.output
+
+
+def test_spec_template_writes_the_committed_template(tmp_path: Path) -> None:
+    out = tmp_path / "t.yaml"
+    assert invoke("spec", "template", "-o", str(out)).exit_code == 0
+    assert out.read_text() == (ROOT / "agents/_template/agent.yaml").read_text()
+
+
+def test_new_agent_from_template_and_from_agent(tmp_path: Path) -> None:
+    agents = tmp_path / "agents"
+    (agents / "_template").mkdir(parents=True)
+    (agents / "_template" / "agent.yaml").write_text((ROOT / "agents/_template/agent.yaml").read_text())
+    res = invoke("new-agent", "shop-bot", "--agents-dir", str(agents))
+    assert res.exit_code == 0
+    text = (agents / "shop-bot" / "agent.yaml").read_text()
+    assert "name: shop-bot" in text and "# w1: weight of the format reward" in text  # comments kept
+    assert invoke("spec", "validate", str(agents / "shop-bot")).exit_code == 0
+
+    res = invoke("new-agent", "tiny-copy", "--agents-dir", str(agents), "--from", str(ROOT / "agents/venus-tiny"))
+    assert res.exit_code == 0
+    assert "synth-grounding-l0" in (agents / "tiny-copy" / "agent.yaml").read_text()
+
+    again = runner.invoke(app, ["new-agent", "shop-bot", "--agents-dir", str(agents)])
+    assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_new_agent_without_a_checkout_generates_the_template(tmp_path: Path) -> None:
+    res = invoke("new-agent", "fresh", "--agents-dir", str(tmp_path / "nowhere"))
+    assert res.exit_code == 0 and (tmp_path / "nowhere/fresh/agent.yaml").exists()
+
+
+def test_new_agent_rejects_a_bad_name(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["new-agent", "Bad_Name", "--agents-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "lowercase" in res.output
+    assert not (tmp_path / "Bad_Name").joinpath("agent.yaml").exists()
+    assert list(tmp_path.rglob("*.tmp")) == []
+
+
+def test_version() -> None:
+    from venus_core import __version__
+
+    assert invoke("version").output.strip() == __version__
+
+
+def test_run_main_job_on_a_small_spec(tmp_path: Path) -> None:
+    spec = tmp_path / "agent.yaml"
+    spec.write_text(
+        "name: run-test\n"
+        "data:\n  sources:\n"
+        "    - {name: g, kind: synth, synth: {kind: grounding, n: 12, level: 1, seed: 3}}\n"
+        "    - {name: nav, kind: synth, synth: {kind: navigation, n: 3, level: 3, seed: 4}}\n"
+    )
+    out = tmp_path / "out"
+    res = invoke("run", str(spec), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    by_name = {s["source"]: s for s in summary["sources"]}
+    assert by_name["g"]["records"] == 12 and by_name["g"]["problems"] == 0
+    assert sum(by_name["g"]["scoring"]["buckets"].values()) == 12  # every record judged
+    assert by_name["nav"]["records"] == 3
+    assert "mid_train" in summary["stages_not_built_yet"]
+    assert invoke("data", "validate", by_name["g"]["path"]).exit_code == 0
+
+
+def test_data_synth_command(tmp_path: Path) -> None:
+    out = tmp_path / "d"
+    res = invoke("data", "synth", "--kind", "vqa", "-n", "5", "--level", "2", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    assert "5 records" in res.output and (out / "manifest.json").exists()
+    bad = runner.invoke(app, ["data", "synth", "--kind", "nope", "-o", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "--kind 'nope'" in bad.output
