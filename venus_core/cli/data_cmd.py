@@ -40,8 +40,9 @@ def _render(report: ValidationReport, console: Console) -> None:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     if report.problems:
         table = Table(show_lines=False)
-        for column in ("type", "where", "record", "field", "message"):
-            table.add_column(column, overflow="fold")
+        for column in ("type", "where", "record", "field"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("message", overflow="fold")
         for p in report.problems:
             where = p.file + (f":{p.line}" if p.line is not None else "")
             table.add_row(p.type, where, p.record_id or "-", p.field or "-", p.message)
@@ -67,5 +68,8 @@ def validate_cmd(
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
-        _render(report, Console(soft_wrap=False))
+        console = Console()
+        if not console.is_terminal:  # logs and pipes: wide enough that paths are not folded
+            console = Console(width=160)
+        _render(report, console)
     raise typer.Exit(0 if report.ok else 1)

@@ -181,7 +181,10 @@ class GroundingSample(_Model):
 
 
 class HistoryItem(_Model):
-    """One earlier step as the prompt shows it: its thought and canonical action string."""
+    """One earlier step as the prompt shows it: its thought and canonical action string.
+
+    The action is checked against the platform by the enclosing NavigationStep.
+    """
 
     think: StrictStr
     action: Text

@@ -190,6 +190,8 @@ def _check_shard(file: Path, rel: str, report: ValidationReport, seen_ids: set[s
             except RecordError as exc:
                 for field, etype, msg in exc.errors:
                     ptype = "action" if etype.startswith("action") else "schema"
+                    if field and msg.startswith(f"{field}: "):  # the field has its own column
+                        msg = msg[len(field) + 2 :]
                     report.add(ptype, rel, msg, line=lineno, record_id=rid, field=field or None)
                 continue
             for ref, size, field in record_images(record):
