@@ -17,7 +17,7 @@ from rich.table import Table
 
 from venus_core.data.validate import ValidationReport, validate_dataset
 
-data_app = typer.Typer(help="Dataset tools: validate a dataset directory.", no_args_is_help=True)
+data_app = typer.Typer(help="Dataset tools: generate synthetic datasets, validate dataset directories.", no_args_is_help=True)
 
 
 @data_app.callback()
