@@ -56,15 +56,17 @@ class Engine:
         b = self.base.read(job.info.key, start, stop)
         return b, [r.read(k, start, stop) for r, k in zip(self.models, job.model_keys)]
 
-    def _taus(self, job: TensorJob, b: torch.Tensor, raws: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _taus(self, job: TensorJob, b: torch.Tensor, raws: list[torch.Tensor],
+              check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """fp32 base and task vectors of a chunk; `check` scans inputs for NaN/Inf (merge pass)."""
         b32 = b.to(torch.float32).reshape(-1)
-        err = non_finite_error(f"{self.base.root}: tensor {job.info.key!r}", b32)
+        err = check and non_finite_error(f"{self.base.root}: tensor {job.info.key!r}", b32)
         if err:
             raise MergeInputError(err)
         taus = torch.empty(self.m, b32.numel(), dtype=torch.float32)
         for i, r in enumerate(raws):
             taus[i].copy_(r.reshape(-1))
-            err = non_finite_error(f"{self.models[i].root}: tensor {job.model_keys[i]!r}", taus[i])
+            err = check and non_finite_error(f"{self.models[i].root}: tensor {job.model_keys[i]!r}", taus[i])
             if err:
                 raise MergeInputError(err)
             taus[i].sub_(b32)
@@ -74,7 +76,7 @@ class Engine:
         """[M, c] fp32 task-vector chunks of one tensor, in flat order (threshold passes)."""
         for start, stop in iter_row_chunks(job.info.shape, self.rows_per_chunk(job)):
             b, raws = self._read(job, start, stop)
-            yield self._taus(job, b, raws)[1]
+            yield self._taus(job, b, raws, check=False)[1]
 
     def copy_tensor(self, job: TensorJob, writer: ShardedWriter, check_equal: bool,
                     digest: "hashlib._Hash | None" = None) -> TensorStats:
@@ -110,7 +112,7 @@ class Engine:
                 stats.target_k = k
                 if len(ranges) == 1:
                     cached = self._read(job, *ranges[0])
-                    taus1 = self._taus(job, *cached)[1]
+                    taus1 = self._taus(job, *cached, check=False)[1]
                     thresholds = find_thresholds(lambda: [taus1], [k] * self.m, info.numel, self.ties)
                     del taus1
                 else:

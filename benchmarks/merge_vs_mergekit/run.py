@@ -1,0 +1,192 @@
+"""Benchmark: `venus merge --method ties` vs mergekit TIES on a ~1 GB Qwen2 checkpoint.
+
+Creates (once) mergekit's own virtual env (never a project dependency), generates a base and
+three fine-tuned variants, measures the I/O floor (read every input byte + write one output),
+then runs mergekit and ours under `/usr/bin/time -v` with the same TIES settings, ours configured
+to mergekit's semantics (weighted-mass sign election, zero sign positive, weighted disjoint mean,
+k = max(1, int(density * n)) per tensor). Prints wall time, peak RSS, the ratios to the targets
+and the max |difference| between the two outputs.
+
+    .venv/bin/python benchmarks/merge_vs_mergekit/run.py            # ~1 GB fp32 per checkpoint
+    .venv/bin/python benchmarks/merge_vs_mergekit/run.py --layers 2  # quick smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def ensure_venv(venv: Path) -> Path:
+    exe = venv / "bin" / "mergekit-yaml"
+    if not exe.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = str(venv / "bin" / "pip")
+        subprocess.run([pip, "install", "-q", "torch==2.13.0"], check=True)
+        subprocess.run([pip, "install", "-q", "mergekit"], check=True)
+    if not Path("/usr/bin/time").exists():
+        subprocess.run(["apt-get", "install", "-y", "-q", "time"], check=True)
+    return exe
+
+
+def qwen2_config(layers: int) -> dict[str, object]:
+    return {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 1024,
+        "intermediate_size": 2816, "num_hidden_layers": layers, "num_attention_heads": 16,
+        "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6, "rope_theta": 1e6, "tie_word_embeddings": False, "torch_dtype": "float32",
+        "hidden_act": "silu", "use_sliding_window": False,
+    }
+
+
+def shapes(layers: int) -> dict[str, tuple[int, ...]]:
+    h, i, v, kv = 1024, 2816, 32000, 256
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,),
+                                       "lm_head.weight": (v, h)}
+    for n in range(layers):
+        p = f"model.layers.{n}."
+        out |= {p + "self_attn.q_proj.weight": (h, h), p + "self_attn.q_proj.bias": (h,),
+                p + "self_attn.k_proj.weight": (kv, h), p + "self_attn.k_proj.bias": (kv,),
+                p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.v_proj.bias": (kv,),
+                p + "self_attn.o_proj.weight": (h, h), p + "mlp.gate_proj.weight": (i, h),
+                p + "mlp.up_proj.weight": (i, h), p + "mlp.down_proj.weight": (h, i),
+                p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,)}
+    return out
+
+
+def generate(work: Path, layers: int) -> list[Path]:
+    dirs = [work / n for n in ("base", "ft0", "ft1", "ft2")]
+    if all((d / "model.safetensors").exists() for d in dirs):
+        return dirs
+    cfg = qwen2_config(layers)
+    for i, d in enumerate(dirs):
+        d.mkdir(parents=True, exist_ok=True)
+        tensors = {}
+        for j, (k, s) in enumerate(sorted(shapes(layers).items())):
+            t = torch.randn(s, generator=torch.Generator().manual_seed(j)) * 0.02
+            if i:  # a fine-tune: dense small update, different per specialist
+                t += torch.randn(s, generator=torch.Generator().manual_seed(1000 * i + j)) * 0.002
+            tensors[k] = t
+        save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+        (d / "config.json").write_text(json.dumps(cfg, indent=1))
+        del tensors
+    return dirs
+
+
+def io_floor(inputs: list[Path], out: Path) -> float:
+    t0 = time.perf_counter()
+    buf = bytearray(64 << 20)
+    total = 0
+    for d in inputs:
+        for f in sorted(d.glob("*.safetensors")):
+            with open(f, "rb", buffering=0) as fh:
+                while n := fh.readinto(buf):
+                    total += n
+    size = sum(f.stat().st_size for f in inputs[0].glob("*.safetensors"))
+    with open(out, "wb") as fh:
+        left = size
+        while left:
+            n = min(left, len(buf))
+            fh.write(memoryview(buf)[:n])
+            left -= n
+    dt = time.perf_counter() - t0
+    out.unlink()
+    return dt
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of a command under GNU time."""
+    res = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"{cmd[0]} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", res.stderr).group(1)) / 1024
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", res.stderr).group(1)
+    secs = 0.0
+    for part in wall.split(":"):
+        secs = secs * 60 + float(part)
+    return secs, rss
+
+
+def max_abs_diff(a: Path, b: Path) -> tuple[float, int, int]:
+    def tensors(d: Path) -> dict[str, Path]:
+        out = {}
+        for f in sorted(d.glob("*.safetensors")):
+            with safe_open(f, framework="pt") as h:
+                out |= {k: f for k in h.keys()}
+        return out
+    ta, tb = tensors(a), tensors(b)
+    if set(ta) != set(tb):
+        raise RuntimeError(f"outputs hold different tensors: {sorted(set(ta) ^ set(tb))[:5]}")
+    worst, nonequal, large = 0.0, 0, 0
+    for k in sorted(ta):
+        with safe_open(ta[k], framework="pt") as ha, safe_open(tb[k], framework="pt") as hb:
+            x, y = ha.get_tensor(k).float(), hb.get_tensor(k).float()
+        d = (x - y).abs()
+        worst = max(worst, float(d.max()))
+        nonequal += int((d > 0).sum())
+        large += int((d > 1e-6).sum())
+    return worst, nonequal, large
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", type=Path, default=Path("/tmp/venus-merge-bench"))
+    ap.add_argument("--venv", type=Path, default=Path("/tmp/venus-mergekit-venv"))
+    ap.add_argument("--layers", type=int, default=16, help="16 -> ~1 GB fp32 per checkpoint")
+    ap.add_argument("--density", type=float, default=0.2)
+    ap.add_argument("--max-working-bytes", type=int, default=256 << 20)
+    args = ap.parse_args()
+    mergekit = ensure_venv(args.venv)
+    work = args.work / f"L{args.layers}"
+    base, *fts = generate(work, args.layers)
+    size = sum(f.stat().st_size for f in base.glob("*.safetensors"))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    for d in ("out_mergekit", "out_venus"):
+        shutil.rmtree(work / d, ignore_errors=True)
+
+    cfg = {"merge_method": "ties", "base_model": str(base), "dtype": "float32",
+           "parameters": {"normalize": True, "int8_mask": False},
+           "models": [{"model": str(f), "parameters": {"weight": 1.0, "density": args.density}} for f in fts]}
+    (work / "mergekit.yml").write_text(json.dumps(cfg, indent=1))
+    mk_cmd = [str(mergekit), str(work / "mergekit.yml"), str(work / "out_mergekit"), "--no-copy-tokenizer",
+              "--no-write-model-card", "--quiet"]
+    ours_cmd = [sys.executable, str(HERE / "ours.py"), "--method", "ties", "--base", str(base),
+                "--models", *map(str, fts), "--weights", "1", "1", "1", "--density", str(args.density),
+                "--mergekit-semantics", "--max-working-bytes", str(args.max_working_bytes),
+                "-o", str(work / "out_venus")]
+
+    floor = io_floor([base, *fts], work / "floor.tmp")
+    mk_wall, mk_rss = timed(mk_cmd, env)
+    our_wall, our_rss = timed(ours_cmd, env)
+    worst, nonequal, large = max_abs_diff(work / "out_mergekit", work / "out_venus")
+
+    print(f"checkpoint: Qwen2 {args.layers} layers, fp32, {size / 2**30:.2f} GiB each; base + 3 fine-tunes; "
+          f"TIES density {args.density}, weights 1, normalize, lambda 1; {os.cpu_count()} CPUs")
+    print(f"I/O floor (read 4 inputs + write 1 output, page cache warm): {floor:.1f} s")
+    print(f"mergekit {'':6}: wall {mk_wall:7.1f} s   peak RSS {mk_rss:8.0f} MiB")
+    print(f"venus merge   : wall {our_wall:7.1f} s   peak RSS {our_rss:8.0f} MiB   "
+          f"(max_working_bytes {args.max_working_bytes >> 20} MiB)")
+    print(f"speed-up vs mergekit {mk_wall / our_wall:.2f}x (target >= 2)   "
+          f"RSS ratio {our_rss / mk_rss:.2f} (target <= 0.5)   "
+          f"vs I/O floor {our_wall / floor:.2f}x (target <= 1.5)")
+    print(f"max |venus - mergekit| = {worst:.3g}  ({nonequal} elements differ, {large} by more than 1e-6: "
+          "threshold ties broken differently by mergekit's unstable argsort; the rest is fp32 summation order)")
+    print("commands:\n  " + " ".join(mk_cmd) + "\n  " + " ".join(ours_cmd))
+
+
+if __name__ == "__main__":
+    main()
