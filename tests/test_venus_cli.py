@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import pytest
 import yaml
 from typer.main import get_command
@@ -21,9 +20,9 @@ def invoke(*args: str):
     return runner.invoke(app, list(args), catch_exceptions=False)
 
 
-def _all_commands(cmd: click.Command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def _all_commands(cmd: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     out = [path]
-    if isinstance(cmd, click.Group):
+    if hasattr(cmd, "commands"):  # a group (typer vendors its own click)
         for name, sub in cmd.commands.items():
             out += _all_commands(sub, path + (name,))
     return out
@@ -42,7 +41,7 @@ def test_expected_commands_exist() -> None:
 def test_every_command_has_help(path: tuple[str, ...]) -> None:
     result = invoke(*path, "--help")
     assert result.exit_code == 0
-    assert "Usage:" in result.output and len(result.output.splitlines()) > 4
+    assert "usage:" in result.output.lower() and len(result.output.splitlines()) > 4
 
 
 def test_spec_validate_ok_and_failing(tmp_path: Path) -> None:

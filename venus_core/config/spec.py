@@ -405,7 +405,7 @@ class MergeSpec(Section):
     density: float = Field(0.2, gt=0, le=1, description="TIES: share of task-vector entries kept")
     lambda_: float = Field(1.0, alias="lambda", gt=0, description="scale of the merged task vector")
     sign_election: Literal["mass", "weighted_mass", "count"] = Field("mass", description="TIES sign election")
-    trim_scope: Literal["per_tensor", "global"] = Field("per_tensor", description="TIES trim threshold per tensor or across the model")
+    trim_scope: Literal["tensor", "model"] = Field("tensor", description="TIES trim threshold per tensor or across the whole model")
     compare: list[str] = Field(
         default_factory=lambda: ["ties", "linear", "best_single"],
         description="candidates evaluated on the quick eval set before publishing",

@@ -138,13 +138,17 @@ class DatasetWriter:
         sources: list[str] | None = None,
         overwrite: bool = False,
         created_by: str | None = None,
+        created_at: str | None = None,
     ) -> None:
+        """`created_at` fixes the manifest's time stamp (deterministic generators pass one so that
+        the same inputs give a byte-identical dataset); by default it is the time of close()."""
         if isinstance(shard_records, bool) or not isinstance(shard_records, int) or shard_records < 1:
             raise ValueError(f"shard_records must be a positive integer, got {shard_records!r}")
         self.path = Path(path).absolute()
         self.shard_records = shard_records
         self.overwrite = overwrite
         self.created_by = created_by or "venus_core.data.DatasetWriter"
+        self.created_at = created_at
         self._sources = set(sources or [])
         self._check_target()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -287,7 +291,8 @@ class DatasetWriter:
                 self._close_shard()
             manifest = Manifest(
                 schema_version=SCHEMA_VERSION,
-                created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                created_at=self.created_at
+                or datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 created_by=self.created_by,
                 venus_version=venus_core.__version__,
                 sources=sorted(self._sources),

@@ -51,7 +51,7 @@ def test_levels_and_mixture_counts() -> None:
 
 def _digest(path: Path) -> dict[str, str]:
     return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+            for p in sorted(path.rglob("*")) if p.is_file()}  # manifest.json included
 
 
 def test_grounding_dataset_boxes_and_refusals(tmp_path: Path) -> None:
