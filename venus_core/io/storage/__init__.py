@@ -69,7 +69,6 @@ def _open_s3(bucket: str, prefix: str, endpoint: str | None, access_key: str | N
              policy: RetryPolicy, part_size: int, create_bucket: bool, uri: str) -> ArtifactStore:
     from minio import Minio
 
-    from venus_core.io.storage.retry import translate
     from venus_core.io.storage.s3 import S3Store
 
     endpoint = endpoint or next((os.environ[v] for v in ENDPOINT_VARS if os.environ.get(v)), None)
@@ -85,8 +84,8 @@ def _open_s3(bucket: str, prefix: str, endpoint: str | None, access_key: str | N
         raise StorageError(f"store {uri!r} at {endpoint}: {exc}") from exc
     store = S3Store(client, bucket, prefix, policy=policy, part_size=part_size)
     what = f"open {uri} at {endpoint}"
-    if not store._call(what, lambda: client.bucket_exists(bucket)):
+    if not store.call(what, lambda: client.bucket_exists(bucket)):
         if not create_bucket:
             raise StorageError(f"{what}: bucket {bucket!r} does not exist (create it, or pass create_bucket=True)")
-        store._call(what, lambda: client.make_bucket(bucket))
+        store.call(what, lambda: client.make_bucket(bucket))
     return store

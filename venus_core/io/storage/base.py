@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from venus_core.io.storage.errors import IncompleteArtifactError, IntegrityError, InvalidKeyError, StorageError

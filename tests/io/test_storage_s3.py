@@ -1,0 +1,268 @@
+"""The `s3://` artifact store against a real S3-protocol server on loopback.
+
+No MinIO server can be installed on these machines (see shared ENVIRONMENT.md), so the server is
+moto's ThreadedMotoServer: it speaks the S3 HTTP protocol that the `minio` SDK uses in production.
+Retry behaviour is tested through a real loopback HTTP proxy in front of it that answers 503
+SlowDown (or 403) for a bounded number of requests, then forwards; no mocks of the SDK.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import json
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from minio import Minio
+from moto.server import ThreadedMotoServer
+
+from venus_core.io.storage import (MARKER, ArtifactExistsError, ArtifactNotFoundError, IncompleteArtifactError,
+                                   IntegrityError, InvalidKeyError, RetryPolicy, StorageError,
+                                   TransientStorageError, open_store)
+from venus_core.io.storage.s3 import S3Store
+
+KEY, SECRET = "testing-access", "testing-secret"
+FAST = RetryPolicy(attempts=4, backoff=0.01, jitter=0.01, connect_timeout=2, read_timeout=10)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str) -> str:
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    Minio(s3_endpoint.removeprefix("http://"), KEY, SECRET, secure=False).make_bucket(name)
+    return name
+
+
+def _store(endpoint: str, bucket: str, prefix: str = "runs/7", **kw) -> S3Store:
+    s = open_store(f"s3://{bucket}/{prefix}", endpoint=endpoint, access_key=KEY, secret_key=SECRET,
+                   retry=kw.pop("retry", FAST), **kw)
+    assert isinstance(s, S3Store)
+    return s
+
+
+def _raw(endpoint: str) -> Minio:
+    return Minio(endpoint.removeprefix("http://"), KEY, SECRET, secure=False)
+
+
+class FlakyProxy:
+    """Loopback HTTP proxy to the S3 server; the next `fail` requests get `status` (503 SlowDown by default)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.removeprefix("http://")
+        self.fail, self.status, self.failed, self.forwarded = 0, 503, 0, 0
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with proxy.lock:
+                    inject = proxy.fail > 0
+                    proxy.fail -= inject
+                    proxy.failed += inject
+                    proxy.forwarded += not inject
+                if inject:
+                    code = "SlowDown" if proxy.status == 503 else "AccessDenied"
+                    err = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>injected</Message></Error>"
+                    self._reply(proxy.status, [("Content-Type", "application/xml")], err.encode())
+                    return
+                conn = http.client.HTTPConnection(*proxy.upstream.split(":"), timeout=30)
+                conn.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+                resp = conn.getresponse()
+                data = resp.read()
+                headers = [(k, v) for k, v in resp.getheaders()
+                           if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+                conn.close()
+                self._reply(resp.status, headers, data)
+
+            def _reply(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def inject(self, n: int, status: int = 503) -> None:
+        with self.lock:
+            self.fail, self.status, self.failed, self.forwarded = n, status, 0, 0
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def proxy(s3_endpoint: str) -> Iterator[FlakyProxy]:
+    p = FlakyProxy(s3_endpoint)
+    yield p
+    p.close()
+
+
+def test_file_round_trip_with_sha256_metadata(s3_endpoint: str, bucket: str, tmp_path: Path) -> None:
+    store = _store(s3_endpoint, bucket)
+    src = tmp_path / "a.bin"
+    src.write_bytes(os.urandom(10_000))
+    info = store.put_file(src, "data/a.bin")
+    sha = hashlib.sha256(src.read_bytes()).hexdigest()
+    assert info.sha256 == sha and info.size == 10_000 and store.stat("data/a.bin") == info
+    raw = _raw(s3_endpoint).stat_object(bucket, "runs/7/data/a.bin")
+    assert raw.metadata["x-amz-meta-sha256"] == sha
+    assert store.get_file("data/a.bin", tmp_path / "o" / "a.bin") == info
+    assert (tmp_path / "o" / "a.bin").read_bytes() == src.read_bytes()
+    assert store.uri_for("data/a.bin") == f"s3://{bucket}/runs/7/data/a.bin"
+    store.put_bytes(b"x", "data/ab/c")
+    assert store.list("data") == ["data/a.bin", "data/ab/c"] and store.list("data/a") == []
+    assert store.exists("data/a.bin") and not store.exists("data/zzz")
+    store.delete("data/a.bin")
+    assert not store.exists("data/a.bin")
+    with pytest.raises(ArtifactNotFoundError, match=r"s3://.*/runs/7/data/a\.bin"):
+        store.get_file("data/a.bin", tmp_path / "gone")
+    with pytest.raises(ArtifactNotFoundError, match="a.bin"):
+        store.delete("data/a.bin")
+
+
+def test_download_verifies_sha256(s3_endpoint: str, bucket: str, tmp_path: Path) -> None:
+    store = _store(s3_endpoint, bucket)
+    info = store.put_bytes(b"the real bytes", "r.json")
+    raw = _raw(s3_endpoint)
+    raw.put_object(bucket, "runs/7/r.json", io.BytesIO(b"other bytes"), 11, metadata={"sha256": info.sha256})
+    with pytest.raises(IntegrityError, match=r"runs/7/r\.json: sha256 mismatch"):
+        store.get_file("r.json", tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists() and list(tmp_path.iterdir()) == []
+    raw.put_object(bucket, "runs/7/plain", io.BytesIO(b"p"), 1)
+    with pytest.raises(IntegrityError, match="plain has no sha256 metadata"):
+        store.get_bytes("plain")
+
+
+def test_multipart_round_trip(s3_endpoint: str, bucket: str, tmp_path: Path) -> None:
+    store = _store(s3_endpoint, bucket, part_size=5 * 1024 * 1024)
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(12 * 1000 * 1000))
+    info = store.put_file(src, "ckpt/big.bin")
+    etag = _raw(s3_endpoint).stat_object(bucket, "runs/7/ckpt/big.bin").etag
+    assert etag.endswith("-3"), etag  # S3's multipart ETag: md5-of-part-md5s + "-<parts>"
+    assert store.get_file("ckpt/big.bin", tmp_path / "back.bin") == info
+    assert hashlib.sha256((tmp_path / "back.bin").read_bytes()).hexdigest() == info.sha256
+    with pytest.raises(ValueError, match="part_size must be >= 5242880"):
+        _store(s3_endpoint, bucket, part_size=1024)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_put_dir_atomic_publish_and_get_dir(s3_endpoint: str, bucket: str, tmp_path: Path) -> None:
+    store = _store(s3_endpoint, bucket)
+    src = tmp_path / "ckpt"
+    for rel, data in {"config.json": b"{}", "w/model.safetensors": os.urandom(50_000), "tok.txt": b"t"}.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(data)
+    listing = store.put_dir(src, "mid_train/ckpt")
+    assert [o.key for o in listing] == ["mid_train/ckpt/config.json", "mid_train/ckpt/tok.txt",
+                                        "mid_train/ckpt/w/model.safetensors"]
+    names = sorted(o.object_name for o in _raw(s3_endpoint).list_objects(bucket, recursive=True))
+    assert names == [f"runs/7/mid_train/ckpt/{r}" for r in (MARKER, "config.json", "tok.txt", "w/model.safetensors")]
+    for o in listing:  # copied objects keep their sha256
+        assert store.stat(o.key).sha256 == o.sha256
+    manifest = json.loads(store.get_bytes(f"mid_train/ckpt/{MARKER}"))
+    assert {e["path"]: e["sha256"] for e in manifest["files"]} == {
+        o.key.removeprefix("mid_train/ckpt/"): o.sha256 for o in listing}
+    assert store.get_dir("mid_train/ckpt", tmp_path / "back") == listing
+    assert _tree(tmp_path / "back") == _tree(src)
+
+    with pytest.raises(ArtifactExistsError, match=r"mid_train/ckpt already holds 4 object\(s\) \(complete\)"):
+        store.put_dir(src, "mid_train/ckpt")
+    (src / "tok.txt").unlink()
+    (src / "config.json").write_bytes(b'{"v": 2}')
+    store.put_dir(src, "mid_train/ckpt", overwrite=True)
+    assert store.list("mid_train") == [f"mid_train/ckpt/{MARKER}", "mid_train/ckpt/config.json",
+                                       "mid_train/ckpt/w/model.safetensors"]
+    assert store.get_bytes("mid_train/ckpt/config.json") == b'{"v": 2}'
+
+    store.delete(f"mid_train/ckpt/{MARKER}")
+    with pytest.raises(IncompleteArtifactError, match=r"runs/7/mid_train/ckpt is not a complete artifact"):
+        store.get_dir("mid_train/ckpt", tmp_path / "again")
+
+
+def test_keys_and_missing_bucket_are_clear_errors(s3_endpoint: str, bucket: str, tmp_path: Path) -> None:
+    store = _store(s3_endpoint, bucket)
+    for key in ("/abs", "a/../b", "a\\b", "a//b", "x\x00", ".venus/tmp/x"):
+        with pytest.raises(InvalidKeyError, match=repr(key).replace("\\", "\\\\")):
+            store.put_bytes(b"1", key)
+    with pytest.raises(StorageError, match="bucket 'no-such-bucket' does not exist"):
+        _store(s3_endpoint, "no-such-bucket")
+    made = _store(s3_endpoint, "made-by-store", create_bucket=True)
+    assert made.list() == []
+
+
+def test_credentials_and_endpoint_from_env(s3_endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "VENUS_S3_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MINIO_ACCESS_KEY", KEY)
+    monkeypatch.setenv("MINIO_SECRET_KEY", SECRET)
+    monkeypatch.setenv("MLFLOW_S3_ENDPOINT_URL", s3_endpoint)
+    store = open_store(f"s3://{bucket}", retry=FAST)
+    assert store.put_bytes(b"env", "k").size == 3 and store.uri_for("k") == f"s3://{bucket}/k"
+
+
+def test_transient_503s_are_retried(proxy: FlakyProxy, bucket: str, tmp_path: Path) -> None:
+    store = _store(proxy.endpoint, bucket)
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(3000))
+    proxy.inject(3)  # three SlowDowns, then the real server answers
+    info = store.put_file(src, "f.bin")
+    assert proxy.failed == 3 and proxy.forwarded >= 1
+    proxy.inject(2)
+    assert store.get_file("f.bin", tmp_path / "back.bin") == info
+    assert proxy.failed == 2 and (tmp_path / "back.bin").read_bytes() == src.read_bytes()
+
+
+def test_retries_are_bounded_and_permanent_errors_are_not_retried(proxy: FlakyProxy, bucket: str) -> None:
+    store = _store(proxy.endpoint, bucket)
+    proxy.inject(100)
+    with pytest.raises(TransientStorageError, match=r"put_bytes s3://.*/runs/7/k: gave up after 4 attempt"):
+        store.put_bytes(b"1", "k")
+    assert proxy.failed == FAST.attempts and proxy.forwarded == 0
+    proxy.inject(100, status=403)
+    with pytest.raises(StorageError, match=r"AccessDenied \(HTTP 403\)") as err:
+        store.put_bytes(b"1", "k")
+    assert not isinstance(err.value, TransientStorageError)
+    assert proxy.failed == 1
+
+
+def test_unreachable_endpoint_gives_up_with_a_clear_error(bucket: str) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(TransientStorageError, match=rf"127\.0\.0\.1:{port}.*gave up after 2 attempt"):
+        _store(f"http://127.0.0.1:{port}", bucket, retry=RetryPolicy(attempts=2, backoff=0.01, jitter=0))
