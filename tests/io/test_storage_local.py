@@ -8,10 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import venus_core.io.storage.local as local_mod
 from venus_core.io.storage import (MARKER, ArtifactExistsError, ArtifactNotFoundError, IncompleteArtifactError,
                                    IntegrityError, InvalidKeyError, StorageError, open_store)
+from venus_core.io.storage.keys import validate_key
 from venus_core.io.storage.local import LocalStore
 
 BAD_KEYS = ["/abs/key", "a/../b", "..", "./a", "a//b", "a/", "a\\b", "a\x00b", "a\nb", "tab\there", ".venus/meta/x"]
@@ -71,6 +74,18 @@ def test_bad_keys_are_rejected_naming_the_key(store: LocalStore, tmp_path: Path,
             call()
         assert repr(key) in str(err.value)
     assert not any(p.is_file() for p in tmp_path.parent.rglob("o"))
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab./\\\x00\n~:")), max_size=12))
+def test_every_accepted_key_stays_inside_the_root(key: str) -> None:
+    root = Path("/srv/store")
+    try:
+        validate_key(key)
+    except InvalidKeyError as exc:
+        assert repr(key) in str(exc) or key == ""
+        return
+    resolved = Path(os.path.normpath(root / key))
+    assert resolved.is_relative_to(root) and resolved != root and resolved.relative_to(root).as_posix() == key
 
 
 def test_tampered_object_fails_verification_and_writes_nothing(store: LocalStore, tmp_path: Path) -> None:

@@ -61,11 +61,16 @@ def _raw(endpoint: str) -> Minio:
 
 
 class FlakyProxy:
-    """Loopback HTTP proxy to the S3 server; the next `fail` requests get `status` (503 SlowDown by default)."""
+    """Loopback HTTP proxy to the S3 server.
+
+    The next `fail` requests whose "METHOD path copy-source" contains `match` get `status` (503 SlowDown
+    by default); the next `truncate` GETs of object data get only half their body before the connection
+    is closed. Both counts run down, so the proxy heals by itself.
+    """
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.removeprefix("http://")
-        self.fail, self.status, self.failed, self.forwarded = 0, 503, 0, 0
+        self.fail, self.status, self.failed, self.forwarded, self.match, self.truncate = 0, 503, 0, 0, "", 0
         self.lock = threading.Lock()
         proxy = self
 
@@ -77,8 +82,9 @@ class FlakyProxy:
 
             def _handle(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                what = f"{self.command} {self.path} {self.headers.get('x-amz-copy-source', '')}"
                 with proxy.lock:
-                    inject = proxy.fail > 0
+                    inject = proxy.fail > 0 and proxy.match in what
                     proxy.fail -= inject
                     proxy.failed += inject
                     proxy.forwarded += not inject
@@ -94,16 +100,23 @@ class FlakyProxy:
                 headers = [(k, v) for k, v in resp.getheaders()
                            if k.lower() not in ("transfer-encoding", "connection", "content-length")]
                 conn.close()
+                with proxy.lock:
+                    cut = proxy.truncate > 0 and self.command == "GET" and "?" not in self.path and len(data) > 1
+                    proxy.truncate -= cut
+                if cut:  # announce the full length, send half, hang up
+                    self.close_connection = True
+                    self._reply(resp.status, headers, data, sent=len(data) // 2)
+                    return
                 self._reply(resp.status, headers, data)
 
-            def _reply(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+            def _reply(self, status: int, headers: list[tuple[str, str]], data: bytes, sent: int | None = None) -> None:
                 self.send_response(status)
                 for k, v in headers:
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
-                    self.wfile.write(data)
+                    self.wfile.write(data[:sent])
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
@@ -112,9 +125,9 @@ class FlakyProxy:
         self.thread.start()
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def inject(self, n: int, status: int = 503) -> None:
+    def inject(self, n: int, status: int = 503, match: str = "") -> None:
         with self.lock:
-            self.fail, self.status, self.failed, self.forwarded = n, status, 0, 0
+            self.fail, self.status, self.failed, self.forwarded, self.match = n, status, 0, 0, match
 
     def close(self) -> None:
         self.server.shutdown()
@@ -266,3 +279,34 @@ def test_unreachable_endpoint_gives_up_with_a_clear_error(bucket: str) -> None:
         port = s.getsockname()[1]
     with pytest.raises(TransientStorageError, match=rf"127\.0\.0\.1:{port}.*gave up after 2 attempt"):
         _store(f"http://127.0.0.1:{port}", bucket, retry=RetryPolicy(attempts=2, backoff=0.01, jitter=0))
+
+
+def test_download_cut_off_mid_body_is_reissued(proxy: FlakyProxy, bucket: str, tmp_path: Path) -> None:
+    store = _store(proxy.endpoint, bucket)
+    info = store.put_bytes(os.urandom(200_000), "cut.bin")
+    proxy.truncate = 2
+    assert store.get_file("cut.bin", tmp_path / "cut.bin") == info
+    assert proxy.truncate == 0 and hashlib.sha256((tmp_path / "cut.bin").read_bytes()).hexdigest() == info.sha256
+    proxy.truncate = FAST.attempts
+    with pytest.raises(TransientStorageError, match="cut.bin: gave up after 4 attempt"):
+        store.get_bytes("cut.bin")
+    assert list(tmp_path.iterdir()) == [tmp_path / "cut.bin"]
+
+
+@pytest.mark.parametrize("match", ["/b.txt", "art/b.txt"], ids=["staging-upload-fails", "final-copy-fails"])
+def test_failed_publish_leaves_no_artifact_and_no_temporaries(proxy: FlakyProxy, s3_endpoint: str, bucket: str,
+                                                             tmp_path: Path, match: str) -> None:
+    store = _store(proxy.endpoint, bucket)
+    src = tmp_path / "d"
+    src.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (src / name).write_bytes(name.encode())
+    proxy.inject(100, match=match)  # the staging upload of b.txt, or its copy to the final key, keeps failing
+    with pytest.raises(TransientStorageError, match="b.txt: gave up"):
+        store.put_dir(src, "art")
+    names = [o.object_name for o in _raw(s3_endpoint).list_objects(bucket, recursive=True)]
+    assert names == []  # staged temporaries and any already-copied final objects were removed
+    with pytest.raises(IncompleteArtifactError, match="holds nothing"):
+        store.get_dir("art", tmp_path / "out")
+    proxy.inject(0)
+    assert len(store.put_dir(src, "art")) == 3 and store.is_complete("art")

@@ -7,7 +7,8 @@
 - atomic publish (`put_dir`): every file goes under `.venus/tmp/<id>/`, then is copied server-side
   to its final key, then the `_SUCCESS` manifest is written, then the temporaries are deleted. S3 has
   no multi-object transaction, so "atomic" means: readers that go through this interface see either
-  the complete artifact or an IncompleteArtifactError, never a partial one.
+  the complete artifact or an IncompleteArtifactError, never a partial one. If a step fails, the
+  objects already copied and the temporaries are removed (best effort, logged if that fails too).
 - retries: per HTTP request, see `retry.py`; a download whose body breaks off mid-stream is re-issued
   within the same budget.
 """
@@ -213,12 +214,21 @@ class S3Store(ArtifactStore):
                            lambda: self.client.remove_object(self.bucket, self._name(marker)))
             self._delete_names([self._name(k) for k in existing if k not in new and k != marker],
                                f"put_dir {self.uri_for(prefix)}: removing files of the old artifact")
-            for (rel, _), entry in zip(files, listing):
-                self.call(f"put_dir: copy to {self.uri_for(entry.key)}", lambda: self.client.copy_object(
-                    self.bucket, self._name(entry.key), CopySource(self.bucket, join(tmp, rel)),
-                    metadata={META: entry.sha256}, metadata_directive=REPLACE))
-            self._put_bytes(self._name(marker), manifest_bytes(prefix, listing),
-                            f"put_dir: marker {self.uri_for(marker)}")
+            published: list[str] = []
+            try:
+                for (rel, _), entry in zip(files, listing):
+                    self.call(f"put_dir: copy to {self.uri_for(entry.key)}", lambda: self.client.copy_object(
+                        self.bucket, self._name(entry.key), CopySource(self.bucket, join(tmp, rel)),
+                        metadata={META: entry.sha256}, metadata_directive=REPLACE))
+                    published.append(self._name(entry.key))
+                self._put_bytes(self._name(marker), manifest_bytes(prefix, listing),
+                                f"put_dir: marker {self.uri_for(marker)}")
+            except BaseException:
+                try:  # without the marker they are unreadable anyway; do not leave them lying around
+                    self._delete_names(published, f"put_dir: withdrawing partial {self.uri_for(prefix)}")
+                except StorageError as exc:
+                    LOG.warning("%s (readers see the prefix as incomplete)", exc)
+                raise
             return listing
         finally:
             try:
