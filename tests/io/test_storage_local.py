@@ -197,3 +197,15 @@ def test_open_store_uris(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         open_store("s3:///x")
     with pytest.raises(StorageError, match="must look like http"):
         open_store("s3://b/x", endpoint="minio:9000")
+
+
+def test_retry_policy_is_validated_and_maps_onto_urllib3() -> None:
+    from venus_core.io.storage import RetryPolicy
+
+    with pytest.raises(ValueError, match="attempts must be >= 1"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="jitter must be >= 0"):
+        RetryPolicy(jitter=-1)
+    r = RetryPolicy(attempts=3, backoff=0.5, max_backoff=4, jitter=0.1).urllib3_retry()
+    assert (r.total, r.backoff_factor, r.backoff_max, r.backoff_jitter) == (2, 0.5, 4, 0.1)
+    assert set(r.status_forcelist) == {500, 502, 503, 504} and r.allowed_methods is None
