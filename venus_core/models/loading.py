@@ -1,0 +1,162 @@
+"""Load and save Qwen-VL checkpoints (Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE) and the tiny default.
+
+Why one entry point: every stage (mid-training, offline and online RL, merge, evaluation) starts from
+`ModelSpec` and must get the same model class, dtype, attention kernel and image pixel limits, and
+must write checkpoints that vLLM and plain transformers can read back (safetensors + config +
+processor + chat template). Pickle weights (`*.bin`) are refused: loading them executes code.
+
+Local paths only: `file://` / `s3://` URIs are resolved to a local directory by the storage layer
+(`venus_core.io`) before this module is called; algorithm packages never import it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForImageTextToText, PreTrainedModel, ProcessorMixin
+
+from venus_core.config.spec import ModelSpec, TinyModelSpec
+from venus_core.models.processor import load_processor
+from venus_core.models.tiny import TINY_CONFIG_KEY, build_tiny
+
+
+ARCHITECTURE_MODEL_TYPES: dict[str, tuple[str, ...]] = {
+    "qwen3_vl": ("qwen3_vl",),
+    "qwen3_vl_moe": ("qwen3_vl_moe",),
+    "qwen2_5_vl": ("qwen2_5_vl",),
+}
+"""ModelSpec.architecture -> the `model_type` a checkpoint's config.json must declare."""
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
+    """ModelSpec.dtype -> torch dtype: "auto" is bfloat16 on CUDA and float32 elsewhere."""
+    if dtype == "auto":
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"model.dtype must be one of auto, {', '.join(_DTYPES)}; got {dtype!r}") from None
+
+
+def _check_checkpoint(path: Path, architecture: str) -> None:
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory not found: {path}")
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{path}: no config.json; not a Hugging Face model directory")
+    if not any(path.glob("*.safetensors")):
+        pickles = sorted(p.name for p in path.glob("*.bin"))
+        why = f" (found pickle weights {', '.join(pickles)}: convert them to safetensors)" if pickles else ""
+        raise FileNotFoundError(f"{path}: no *.safetensors weights{why}")
+    try:
+        model_type = json.loads(cfg_file.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, json.JSONDecodeError, AttributeError) as exc:
+        raise ValueError(f"{cfg_file}: unreadable config: {exc}") from None
+    expected = ARCHITECTURE_MODEL_TYPES.get(architecture)
+    if expected is None:
+        raise ValueError(f"model.architecture {architecture!r} is not one of {', '.join(ARCHITECTURE_MODEL_TYPES)}")
+    if model_type not in expected:
+        raise ValueError(
+            f"{cfg_file}: model_type {model_type!r} does not match model.architecture {architecture!r}"
+            f" (expected {' or '.join(expected)})"
+        )
+
+
+def load_model(
+    path_or_tiny: str | Path,
+    model_spec: ModelSpec,
+    device: str | torch.device = "cpu",
+    *,
+    tiny_dir: str | Path | None = None,
+) -> tuple[PreTrainedModel, ProcessorMixin]:
+    """(model, processor) from a local HF directory, or the tiny default when given "tiny".
+
+    For "tiny" the model is built from `model_spec.tiny` into `tiny_dir` (required: nothing is
+    cached elsewhere), or loaded from it when it already holds a tiny build of the same spec.
+    A tiny checkpoint (its config.json has a `venus_tiny` section) keeps the tiny pixel bounds.
+    The model is put in eval mode on `device`; dtype and attention kernel come from the spec.
+    """
+    if str(path_or_tiny) == "tiny":
+        if tiny_dir is None:
+            raise ValueError("load_model('tiny', ...) needs tiny_dir: the directory to build the tiny model in")
+        path = _tiny_path(Path(tiny_dir), model_spec)
+        architecture = "qwen3_vl"
+    else:
+        path = Path(path_or_tiny)
+        architecture = model_spec.architecture
+    _check_checkpoint(path, architecture)
+    dtype = resolve_dtype(model_spec.dtype, device)
+    model = AutoModelForImageTextToText.from_pretrained(
+        path,
+        dtype=dtype,
+        attn_implementation=model_spec.attn_implementation,
+        use_safetensors=True,
+    )
+    model.to(device)
+    model.eval()
+    processor = load_processor(path, *_pixel_bounds(path, model_spec))
+    return model, processor
+
+
+def tiny_spec_of(path: Path) -> TinyModelSpec | None:
+    """The TinyModelSpec a tiny-model directory was built from; None for other checkpoints."""
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        return None
+    try:
+        data = json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{cfg_file}: unreadable config: {exc}") from None
+    raw = data.get(TINY_CONFIG_KEY) if isinstance(data, dict) else None
+    if raw is None:
+        return None
+    try:
+        return TinyModelSpec.model_validate(raw)
+    except ValueError as exc:
+        raise ValueError(f"{cfg_file}: invalid {TINY_CONFIG_KEY} section: {exc}") from None
+
+
+def _tiny_path(tiny_dir: Path, model_spec: ModelSpec) -> Path:
+    built = tiny_spec_of(tiny_dir)
+    if built is None:
+        return build_tiny(model_spec.tiny, tiny_dir)
+    if built != model_spec.tiny:
+        raise ValueError(
+            f"{tiny_dir} holds a tiny model built from a different model.tiny spec; "
+            "pass an empty directory to rebuild"
+        )
+    return tiny_dir
+
+
+def _pixel_bounds(path: Path, spec: ModelSpec) -> tuple[int, int]:
+    # A tiny model sees its own screen size; the spec's bounds are meant for real checkpoints.
+    tiny = tiny_spec_of(path)
+    if tiny is not None:
+        return min(32 * 32, tiny.image_size**2), tiny.image_size**2
+    return spec.min_pixels, spec.max_pixels
+
+
+def save_model(model: PreTrainedModel, processor: ProcessorMixin, out_dir: str | Path, **extra: Any) -> Path:
+    """Write `model` and `processor` as an HF directory: safetensors, config, processor, template.
+
+    `extra` files are written as `<name>` → text (e.g. provenance JSON). Returns `out_dir`.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    processor.save_pretrained(out)
+    for name, text in extra.items():
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"save_model: extra file name {name!r} must be a plain file name")
+        (out / name).write_text(str(text), encoding="utf-8")
+    if not any(out.glob("*.safetensors")):
+        raise RuntimeError(f"{out}: save_pretrained wrote no safetensors file")
+    return out
+
+
+__all__ = ["ARCHITECTURE_MODEL_TYPES", "load_model", "resolve_dtype", "save_model", "tiny_spec_of"]
