@@ -101,6 +101,8 @@ def test_same_logits_after_save_and_reload(tiny, tmp_path: Path) -> None:  # typ
     assert torch.isfinite(before).all()
     out = save_model(model, processor, tmp_path / "saved", **{"provenance.json": "{}"})
     assert (out / "provenance.json").read_text() == "{}" and not list(out.glob("*.bin"))
+    assert (out / "chat_template.jinja").read_text() == processor.chat_template
+    assert (out / "processor_config.json").is_file() and (out / "model.safetensors").is_file()
     model2, processor2 = load_model(out, ModelSpec())
     assert torch.equal(before, _logits(model2, processor2))
     assert tiny_spec_of(out) == ModelSpec().tiny  # still recognised as tiny after training/saving
@@ -144,3 +146,25 @@ def test_pixel_limits_from_spec_and_dtype_rules(tiny_dir: Path) -> None:
     assert resolve_dtype("float16", "cpu") == torch.float16
     with pytest.raises(ValueError, match="dtype"):
         resolve_dtype("int8", "cpu")
+
+
+def test_bad_tiny_spec_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"model.tiny: num_heads \(3\) must be a multiple of num_kv_heads \(2\)"):
+        build_tiny(TinyModelSpec(num_heads=3), tmp_path / "x")
+    with pytest.raises(ValueError, match=r"image_size \(100\) must be a multiple"):
+        build_tiny(TinyModelSpec(image_size=100), tmp_path / "y")
+
+
+def test_stock_processor_falls_back_to_image_only_without_torchvision(
+    tiny_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stock = tmp_path / "stock"
+    shutil.copytree(tiny_dir, stock)
+    cfg_file = stock / "processor_config.json"
+    cfg = json.loads(cfg_file.read_text())
+    cfg["processor_class"] = "Qwen3VLProcessor"
+    cfg_file.write_text(json.dumps(cfg))
+    # The stock class needs a video processor (torchvision, and a video config this dir lacks).
+    proc = load_processor(stock, 1024, 4096)
+    assert isinstance(proc, VenusVLProcessor) and "image-only VenusVLProcessor" in caplog.text
+    assert proc.image_processor.size["longest_edge"] == 4096

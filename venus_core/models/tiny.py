@@ -44,8 +44,12 @@ def _check(spec: TinyModelSpec) -> None:
         problems.append(f"num_heads ({spec.num_heads}) must be a multiple of num_kv_heads ({spec.num_kv_heads})")
     if spec.head_dim % 4:
         problems.append(f"head_dim ({spec.head_dim}) must be a multiple of 4 (rotary halves, 3 mrope sections)")
-    if spec.vision_hidden_size % _vision_heads(spec) or (spec.vision_hidden_size // _vision_heads(spec)) % 4:
-        problems.append(f"vision_hidden_size ({spec.vision_hidden_size}) must be a multiple of 16")
+    heads = _vision_heads(spec)
+    if spec.vision_hidden_size % heads or (spec.vision_hidden_size // heads) % 4:
+        problems.append(
+            f"vision_hidden_size ({spec.vision_hidden_size}) split over {heads} vision heads must give a "
+            "per-head width that is a multiple of 4 (2-D rotary)"
+        )
     unit = spec.patch_size * spec.spatial_merge_size
     if spec.image_size % unit:
         problems.append(
