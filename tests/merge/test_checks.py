@@ -145,3 +145,11 @@ def test_tied_embeddings_with_both_copies_stay_equal(tmp_path: Path) -> None:
     merge_checkpoints(write_ckpt(tmp_path / "b", base, config=cfg), ms, tmp_path / "o")
     got = load_dir(tmp_path / "o")
     assert torch.equal(got["lm_head.weight"], got["model.language_model.embed_tokens.weight"])
+
+
+def test_methods_are_registered() -> None:
+    from venus_core.config.registry import MERGE_METHODS
+
+    for name in ("ties", "linear", "task_arithmetic"):
+        entry = MERGE_METHODS.entry(name)
+        assert entry.obj.name == name and entry.module == "venus_core.merge.methods"
