@@ -1,1 +1,1 @@
-"""venus_core.eval."""
+"""Evaluation: scoring rules (`metrics`) shared by training-time held-out checks and `venus eval`."""

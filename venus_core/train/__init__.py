@@ -1,1 +1,2 @@
-"""venus_core.train."""
+"""Training: the tracking interface trainers log through (`tracker`), mid-training (SFT on the
+domain mixture), distributed launch and checkpoints."""
