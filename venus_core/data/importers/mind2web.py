@@ -77,13 +77,22 @@ def element_rect(row: dict[str, Any], field: str) -> tuple[float, float, float, 
     return x, y, x + w, y + h
 
 
+def _step_index(value: Any) -> int | None:
+    """target_action_index as an int (the release stores it as a string), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
 def build_task(stage: ImageStage, rows: list[tuple[int, dict[str, Any]]]) -> list[AnyRecord]:
     first = rows[0][1]
     aid = text(get(first, "annotation_id", "annotation_id"), "annotation_id")
     goal = text(get(first, "confirmed_task", "confirmed_task"), "confirmed_task")
-    order = [r.get("target_action_index") for _, r in rows]
-    if all(isinstance(o, int) and not isinstance(o, bool) for o in order):
-        rows = [r for _, r in sorted(zip(order, rows), key=lambda t: t[0])]  # type: ignore[arg-type]
+    order = [_step_index(r.get("target_action_index")) for _, r in rows]
+    if all(o is not None for o in order):
+        rows = [r for _, r in sorted(zip(order, rows), key=lambda t: t[0])]  # type: ignore[arg-type, return-value]
     steps: list[TrajectoryStep] = []
     for i, (lineno, row) in enumerate(rows):
         field = f"line {lineno}"
