@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import math
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ MAX_IMAGE_FILE_BYTES = 128 * 1024 * 1024
 """Largest image file read at all (full-page web screenshots are a few MB)."""
 
 IMAGE_CACHE_ENTRIES = 4096
+_SPACE_RE = re.compile(r"\s")
 
 
 class Reject(Exception):
@@ -122,6 +124,8 @@ class ImageStage:
         self._pending: dict[str, bytes] = {}
         self._pending_keys: dict[tuple[str, int, int], StagedImage] = {}
         self._cache: OrderedDict[tuple[str, int, int], StagedImage] = OrderedDict()
+        self._pending_named: dict[tuple[str, str], StagedImage] = {}
+        self._named: OrderedDict[tuple[str, str], StagedImage] = OrderedDict()
 
     def _stored(self, ref: str) -> bool:
         try:
@@ -143,7 +147,15 @@ class ImageStage:
         return StagedImage(ref, int(img.width), int(img.height))
 
     def from_file(self, rel: Any, field: str, *, base: str = "") -> StagedImage:
-        """Stage the image file `base/rel` (resolved safely inside the source root)."""
+        """Stage the image file `base/rel` (resolved safely inside the source root).
+
+        A path already resolved and stored during this import is answered from the cache
+        (source trees are assumed not to change while they are imported).
+        """
+        named = (base, rel) if isinstance(rel, str) else None
+        if named is not None and named in self._named:
+            self._named.move_to_end(named)
+            return self._named[named]
         path = self.root.resolve(rel, field, base=base)
         st = path.stat()
         key = (str(path), st.st_size, st.st_mtime_ns)
@@ -151,11 +163,15 @@ class ImageStage:
         if hit is not None:
             if key in self._cache:
                 self._cache.move_to_end(key)
+            if named is not None:
+                self._pending_named[named] = hit
             return hit
         if st.st_size > MAX_IMAGE_FILE_BYTES:
             raise Reject(field, f"{rel!r} is {st.st_size} bytes (limit {MAX_IMAGE_FILE_BYTES})", "bad_image")
         staged = self._stage_bytes(path.read_bytes(), f"{field} ({rel})")
         self._pending_keys[key] = staged
+        if named is not None:
+            self._pending_named[named] = staged
         return staged
 
     def from_bytes(self, data: bytes, field: str) -> StagedImage:
@@ -185,16 +201,18 @@ class ImageStage:
                 got = self.writer.put_image(png)
                 if got != ref:  # cannot happen unless the store re-encodes PNG bytes
                     raise RuntimeError(f"image store returned {got} for staged {ref}")
-        for key, staged in self._pending_keys.items():
-            self._cache[key] = staged
-            if len(self._cache) > IMAGE_CACHE_ENTRIES:
-                self._cache.popitem(last=False)
+        for cache, pending in ((self._cache, self._pending_keys), (self._named, self._pending_named)):
+            for k, staged in pending.items():
+                cache[k] = staged  # type: ignore[index]
+                if len(cache) > IMAGE_CACHE_ENTRIES:
+                    cache.popitem(last=False)
         self.rollback()
 
     def rollback(self) -> None:
         """Forget the staged images of a rejected record."""
         self._pending.clear()
         self._pending_keys.clear()
+        self._pending_named.clear()
 
 
 # ---- untrusted values ----------------------------------------------------------------------
@@ -265,7 +283,7 @@ def norm_point(x: float, y: float, field: str) -> tuple[int, int]:
 def safe_id(*parts: Any) -> str:
     """A record id from source identifiers: whitespace replaced, at most 256 characters."""
     raw = ":".join(str(p) for p in parts)
-    out = "".join("_" if c.isspace() else c for c in raw)
+    out = _SPACE_RE.sub("_", raw)
     if len(out) > 256:
         out = out[:191] + "~" + hashlib.sha256(raw.encode()).hexdigest()[:64]
     return out
