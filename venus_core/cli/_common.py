@@ -8,8 +8,10 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-out_console = Console(highlight=False, soft_wrap=True)
+# Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns; logs read better wider.
+_WIDTH = None if sys.stdout.isatty() else 160
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+out_console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 
 SET_HELP = "override a spec field, KEY=VALUE (repeatable), e.g. --set offline_rl.grounding.lr=1e-6"
 
