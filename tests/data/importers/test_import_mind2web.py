@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from venus_core.data import DatasetReader
 from venus_core.data.importers import run_import
@@ -72,3 +75,23 @@ def test_bad_rows_are_quarantined(src: Path, outside: Path, tmp_path: Path, h: A
     assert {i: q[("test.jsonl", i)]["code"] for i in expect} == expect
     assert q[("test.jsonl", 1)]["field"] == "line 1.pos_candidates"
     assert q[("test.jsonl", 4)]["field"] == "line 4.pos_candidates[0].attributes.bounding_box_rect"
+
+
+
+def test_parquet_release_rows(src: Path, tmp_path: Path, h: Any) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    shot = {"bytes": base64.b64decode(h.b64(200, 100)), "path": None}
+    rows = [_row("p1", 0, "CLICK", "", "20,10,20,10", shot), _row("p1", 1, "TYPE", "hi", "0,0,10,10", shot),
+            _row("p2", 0, "CLICK", "", "0,0,300,10", shot)]  # p2: box wider than the page
+    for r in rows:
+        r["action_reprs"] = ["[button] x -> CLICK"]
+    pq.write_table(pa.Table.from_pylist(rows), src / "test_domain-00000.parquet")
+    (src / "broken.parquet").write_bytes(b"PAR1 not really")
+    report = run_import("mind2web", src, tmp_path / "o")
+    assert (report.read, report.imported, report.quarantined) == (3, 1, 2)
+    (traj,) = list(DatasetReader(tmp_path / "o"))
+    assert [s.action for s in traj.steps] == ["Click(box=(150,150))", "Type(content='hi')"]
+    q = h.by_index(h.quarantine(tmp_path / "o"))
+    assert q[("test_domain-00000.parquet", 3)]["field"] == "row 3.pos_candidates"
+    assert q[("broken.parquet", None)]["code"] == "bad_record"

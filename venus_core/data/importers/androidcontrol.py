@@ -78,9 +78,13 @@ CONTENT_TO_SWIPE: dict[str, tuple[str, tuple[int, int], tuple[int, int]]] = {
 
 
 def stage_screenshot(stage: ImageStage, value: Any, field: str) -> StagedImage:
-    """A screenshot given as a relative path, base64 image data, or {"bytes": base64}."""
+    """A screenshot given as a relative path, base64 image data, or {"bytes": base64 | raw bytes}."""
     if isinstance(value, dict) and isinstance(value.get("bytes"), str):
         return stage.from_base64(value["bytes"], field)
+    if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)):
+        return stage.from_bytes(bytes(value["bytes"]), field)  # parquet image struct
+    if isinstance(value, dict) and value.get("bytes") is None and "path" in value:
+        return stage.from_file(value["path"], f"{field}.path")
     if isinstance(value, str) and value.startswith(_BASE64_PREFIXES):
         return stage.from_base64(value, field)
     return stage.from_file(value, field)

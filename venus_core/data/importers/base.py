@@ -134,12 +134,11 @@ class ImageStage:
             return False
         return True
 
-    def _stage_bytes(self, data: bytes, field: str) -> StagedImage:
+    def _stage_bytes(self, data: bytes, field: str, what: str = "") -> StagedImage:
         try:
             img = decode_image(data)
         except ImageError as exc:
-            code = "bad_image"
-            raise Reject(field, str(exc), code) from None
+            raise Reject(field, f"{what}: {exc}" if what else str(exc), "bad_image") from None
         png = data if img.format == "PNG" else encode_png(img)
         ref = image_ref(hashlib.sha256(png).hexdigest())
         if not self._stored(ref):
@@ -168,7 +167,7 @@ class ImageStage:
             return hit
         if st.st_size > MAX_IMAGE_FILE_BYTES:
             raise Reject(field, f"{rel!r} is {st.st_size} bytes (limit {MAX_IMAGE_FILE_BYTES})", "bad_image")
-        staged = self._stage_bytes(path.read_bytes(), f"{field} ({rel})")
+        staged = self._stage_bytes(path.read_bytes(), field, repr(rel))
         self._pending_keys[key] = staged
         if named is not None:
             self._pending_named[named] = staged

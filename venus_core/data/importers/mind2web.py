@@ -5,10 +5,11 @@ task), `action_uid`, `confirmed_task`, `website`, `domain`, `subdomain`, `operat
 ({"op": CLICK | TYPE | SELECT, "original_op", "value"}), `pos_candidates` (the target element(s),
 each with `attributes` holding `bounding_box_rect` = "x,y,width,height" in screenshot pixels),
 `neg_candidates`, `screenshot` (the full-page screenshot), `target_action_index`,
-`action_reprs`, and the page's HTML. The release is parquet; this importer reads the same rows as
-JSON lines (`*.jsonl`, e.g. `datasets`' `to_json`), where `operation`, candidates and
-`attributes` may be objects or JSON strings (as in the release) and `screenshot` is a path
-relative to the source, base64 data, or {"bytes": <base64>, "path": ...}. Rows of one task are
+`action_reprs`, and the page's HTML. Both the release's parquet files (`*.parquet`, read in small
+row batches with pyarrow, only the columns used here; `screenshot` is {bytes, path}) and the same
+rows as JSON lines (`*.jsonl`, e.g. `datasets`' `to_json`) are read. `operation`, candidates and
+`attributes` may be objects or JSON strings (as in the release); in JSON lines `screenshot` is a
+path relative to the source, base64 data, or {"bytes": <base64>, "path": ...}. Rows of one task are
 consecutive (the release's order) and become one `Trajectory`; steps follow `target_action_index`.
 
 Action mapping (the element box is kept as the step's `target_box`, in 0–1000 of the screenshot):
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from venus_core.actions import Action, Click, Type, render_action
@@ -44,6 +46,10 @@ from venus_core.data.importers.base import (
 from venus_core.data.importers.sources import file_failure, json_lines, relname
 from venus_core.data.schema import Provenance, Trajectory, TrajectoryStep
 from venus_core.data.store import AnyRecord
+
+
+COLUMNS = ("annotation_id", "action_uid", "confirmed_task", "website", "domain", "subdomain",
+           "operation", "pos_candidates", "screenshot", "target_action_index")
 
 
 def _obj(value: Any, field: str) -> dict[str, Any]:
@@ -86,7 +92,7 @@ def _step_index(value: Any) -> int | None:
     return None
 
 
-def build_task(stage: ImageStage, rows: list[tuple[int, dict[str, Any]]]) -> list[AnyRecord]:
+def build_task(stage: ImageStage, rows: list[tuple[int, dict[str, Any]]], label: str = "line") -> list[AnyRecord]:
     first = rows[0][1]
     aid = text(get(first, "annotation_id", "annotation_id"), "annotation_id")
     goal = text(get(first, "confirmed_task", "confirmed_task"), "confirmed_task")
@@ -95,7 +101,7 @@ def build_task(stage: ImageStage, rows: list[tuple[int, dict[str, Any]]]) -> lis
         rows = [r for _, r in sorted(zip(order, rows), key=lambda t: t[0])]  # type: ignore[arg-type, return-value]
     steps: list[TrajectoryStep] = []
     for i, (lineno, row) in enumerate(rows):
-        field = f"line {lineno}"
+        field = f"{label} {lineno}"
         op = _obj(get(row, "operation", f"{field}.operation"), f"{field}.operation")
         name = get(op, "op", f"{field}.operation.op")
         img = stage_screenshot(stage, get(row, "screenshot", f"{field}.screenshot"), f"{field}.screenshot")
@@ -121,33 +127,64 @@ def build_task(stage: ImageStage, rows: list[tuple[int, dict[str, Any]]]) -> lis
     )]
 
 
-def _task_candidate(rel: str, rows: list[tuple[int, dict[str, Any]]]) -> Candidate:
+def _task_candidate(rel: str, rows: list[tuple[int, dict[str, Any]]], label: str) -> Candidate:
     aid = rows[0][1].get("annotation_id")
-    return Candidate(f"task:{aid}#{rows[0][0]}", rel, rows[0][0], lambda stage: build_task(stage, rows))
+    return Candidate(f"task:{aid}#{rows[0][0]}", rel, rows[0][0], lambda stage: build_task(stage, rows, label))
+
+
+def parquet_rows(root: SourceRoot, path: Path) -> Iterator[tuple[int, Any, Reject | None]]:
+    """(row number from 1, row dict, None) per row of a parquet file, a few rows in memory at a time.
+
+    Only the columns the importer uses are read (the page HTML columns are large). An unsafe or
+    unreadable file yields a single (0, None, Reject). Needs pyarrow.
+    """
+    try:
+        real = root.resolve(relname(root, path), "<file>")
+    except Reject as rej:
+        yield 0, None, rej
+        return
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise RuntimeError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        pf = pq.ParquetFile(real)
+        columns = [c for c in COLUMNS if c in pf.schema_arrow.names]
+        batches = pf.iter_batches(batch_size=8, columns=columns)
+        n = 0
+        for batch in batches:
+            for row in batch.to_pylist():
+                n += 1
+                yield n, row, None
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        yield 0, None, Reject("<file>", f"not a readable parquet file: {exc}", "bad_record")
 
 
 def _scan(root: SourceRoot, options: dict[str, str]) -> Iterator[Candidate]:
-    for path in root.files("*.jsonl"):
+    files = sorted([*root.files("*.jsonl"), *root.files("*.parquet")])
+    for path in files:
         rel = relname(root, path)
+        label = "row" if path.suffix == ".parquet" else "line"
+        rows = parquet_rows(root, path) if label == "row" else json_lines(root, path)
         group: list[tuple[int, dict[str, Any]]] = []
-        for lineno, obj, rej in json_lines(root, path):
+        for lineno, obj, rej in rows:
             if rej is not None and lineno == 0:
                 yield file_failure(root, path, rej)
                 break
             aid = obj.get("annotation_id") if isinstance(obj, dict) else None
             if rej is not None or not isinstance(aid, str) or not aid.strip():
                 if group:
-                    yield _task_candidate(rel, group)
+                    yield _task_candidate(rel, group, label)
                     group = []
                 rej = rej or Reject("annotation_id", f"missing or not a string: {aid!r}", "bad_record")
                 yield Candidate(f"{rel}#{lineno}", rel, lineno, failing(rej.field, rej.reason, rej.code))
                 continue
             if group and group[0][1].get("annotation_id") != aid:
-                yield _task_candidate(rel, group)
+                yield _task_candidate(rel, group, label)
                 group = []
             group.append((lineno, obj))
         if group:
-            yield _task_candidate(rel, group)
+            yield _task_candidate(rel, group, label)
 
 
 MIND2WEB = IMPORTERS.register("mind2web", Importer(
