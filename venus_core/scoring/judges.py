@@ -1,0 +1,118 @@
+"""Judge backends behind one interface, built from the spec, with the on-disk cache in front.
+
+Why: the scoring stage should not care whether a score comes from rules, a vLLM server or a local
+transformers model. A `JUDGES` entry is either a plain function record -> Judgement (the `rules`
+judge) or a `JudgeBackend` subclass with `from_spec`; `make_judge` turns either into a backend
+that judges a batch of records (so network backends can keep several requests in flight) and
+wraps it in the (sample hash, judge id, prompt version) cache.
+
+A backend that cannot judge a sample after its retries returns a `JudgeFailure` for it instead of
+raising, so one bad sample does not sink a run; the scoring stage counts failures and discards
+those samples with the failure as the reason (nothing is dropped silently).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from venus_core.config.registry import JUDGES
+from venus_core.config.spec import ScoringSpec
+from venus_core.scoring.cache import JudgementCache
+from venus_core.scoring.overlay import OpenImage
+from venus_core.scoring.protocol import sample_hash
+from venus_core.scoring.rules import AnyRecord, Judgement
+
+
+@dataclass(frozen=True)
+class JudgeFailure:
+    """A sample the judge could not score (after retries), and why."""
+
+    reason: str
+    judge: str
+
+
+Verdict = Judgement | JudgeFailure
+
+
+class JudgeBackend(ABC):
+    """Judges batches of records. `judge_id` names the backend and model (part of the cache key)."""
+
+    judge_id: str = ""
+    calls: int = 0  # backend requests made (HTTP calls, model generate calls, function calls)
+
+    @classmethod
+    def from_spec(cls, spec: ScoringSpec, *, open_image: OpenImage, **options: Any) -> JudgeBackend:
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a spec")
+
+    @abstractmethod
+    def judge_many(self, records: Sequence[AnyRecord]) -> list[Verdict]:
+        """One verdict per record, in order."""
+
+    def close(self) -> None:
+        """Release resources (connections, models)."""
+
+
+class FunctionJudge(JudgeBackend):
+    """A registered function record -> Judgement (e.g. the `rules` judge) as a backend."""
+
+    def __init__(self, name: str, fn: Callable[[AnyRecord], Judgement]) -> None:
+        self.judge_id = name
+        self.fn = fn
+        self.calls = 0
+
+    def judge_many(self, records: Sequence[AnyRecord]) -> list[Verdict]:
+        self.calls += len(records)
+        return [self.fn(r) for r in records]
+
+
+class CachedJudge(JudgeBackend):
+    """Serves cached judgements and sends only the misses to the inner backend."""
+
+    def __init__(self, inner: JudgeBackend, cache: JudgementCache, prompt_version: str) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.prompt_version = prompt_version
+        self.judge_id = inner.judge_id
+
+    @property
+    def calls(self) -> int:  # type: ignore[override]
+        return self.inner.calls
+
+    def judge_many(self, records: Sequence[AnyRecord]) -> list[Verdict]:
+        hashes = [sample_hash(r) for r in records]
+        cached = self.cache.get_many(hashes, self.judge_id, self.prompt_version)
+        todo = [i for i, h in enumerate(hashes) if h not in cached]
+        fresh = self.inner.judge_many([records[i] for i in todo]) if todo else []
+        out: list[Verdict | None] = [cached.get(h) for h in hashes]
+        store: list[tuple[str, Judgement]] = []
+        for i, verdict in zip(todo, fresh, strict=True):
+            out[i] = verdict
+            if isinstance(verdict, Judgement):  # failures are retried on the next run
+                store.append((hashes[i], verdict))
+        if store:
+            self.cache.put_many(store, self.judge_id, self.prompt_version)
+        return [v for v in out if v is not None]
+
+    def close(self) -> None:
+        self.inner.close()
+        self.cache.close()
+
+
+def make_judge(spec: ScoringSpec, *, open_image: OpenImage, cache_path: str | Path | None = None,
+               **options: Any) -> JudgeBackend:
+    """The backend named by `spec.judge`, cached at `cache_path` when `spec.cache` is on."""
+    obj = JUDGES.get(spec.judge)
+    backend: JudgeBackend
+    if isinstance(obj, type) and issubclass(obj, JudgeBackend):
+        backend = obj.from_spec(spec, open_image=open_image, **options)
+    elif callable(obj):
+        backend = FunctionJudge(spec.judge, obj)
+    else:
+        raise TypeError(f"judge {spec.judge!r} is registered as {type(obj).__name__}, not a judge")
+    if spec.cache and cache_path is not None:
+        return CachedJudge(backend, JudgementCache(cache_path), spec.prompt_version)
+    return backend

@@ -1,0 +1,66 @@
+"""The `local` judge: a transformers checkpoint asked the same question as the `openai` judge.
+
+Why: a laptop or a single GPU node can judge without serving vLLM. The prompt is the protocol's
+(system prompt folded into the user turn, since the project's chat template has no system slot),
+the picture is the same annotated screenshot, and the reply goes through the same strict parser,
+so judgements from the two backends are interchangeable (their cache ids differ). Decoding is
+greedy. torch and transformers are imported only when the judge is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from venus_core.config.registry import JUDGES
+from venus_core.config.spec import ModelSpec, ScoringSpec
+from venus_core.scoring.judges import JudgeBackend, JudgeFailure, Verdict
+from venus_core.scoring.overlay import OpenImage, judge_image
+from venus_core.scoring.protocol import SYSTEM_PROMPT, JudgeReplyError, describe, parse_reply
+from venus_core.scoring.rules import AnyRecord
+
+
+class LocalJudge(JudgeBackend):
+    """Judge with `venus_core.models.load_model` + `generate`, `batch_size` records per call."""
+
+    def __init__(self, checkpoint: str, *, open_image: OpenImage, model_spec: ModelSpec | None = None,
+                 tiny_dir: str | Path | None = None, device: str = "cpu", batch_size: int = 4,
+                 max_new_tokens: int = 256, model: Any = None, processor: Any = None) -> None:
+        self.checkpoint = checkpoint
+        self.judge_id = f"local:{checkpoint}"
+        self.open_image = open_image
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self.calls = 0
+        if model is None or processor is None:
+            from venus_core.models import load_model
+
+            model, processor = load_model(checkpoint, model_spec or ModelSpec(), device, tiny_dir=tiny_dir)
+        self.model, self.processor = model, processor
+
+    @classmethod
+    def from_spec(cls, spec: ScoringSpec, *, open_image: OpenImage, **options: Any) -> LocalJudge:
+        if not spec.judge_model:
+            raise ValueError("scoring.judge=local needs scoring.judge_model (a local HF checkpoint directory, or 'tiny')")
+        return cls(spec.judge_model, open_image=open_image, **options)
+
+    def judge_many(self, records: Sequence[AnyRecord]) -> list[Verdict]:
+        from venus_core.models.generation import generate
+        from venus_core.models.prompts import build_messages
+
+        out: list[Verdict] = []
+        for start in range(0, len(records), self.batch_size):
+            chunk = records[start : start + self.batch_size]
+            chats = [build_messages(judge_image(r, self.open_image), f"{SYSTEM_PROMPT}\n\n{describe(r)}") for r in chunk]
+            self.calls += 1
+            replies = generate(self.model, self.processor, chats, self.max_new_tokens, temperature=0.0)
+            for record, text in zip(chunk, replies, strict=True):
+                try:
+                    out.append(parse_reply(text, record.kind, self.judge_id))
+                except JudgeReplyError as exc:
+                    out.append(JudgeFailure(f"bad judge reply: {exc}", self.judge_id))
+        return out
+
+
+JUDGES.register("local", LocalJudge, description="a local transformers checkpoint through the judge prompt")
