@@ -1,0 +1,278 @@
+"""Offline GRPO trainer (UI-Venus-1.0 / 1.5 offline RL): sample G answers per prompt, score them with
+the domain's registered reward, normalise rewards within each group, take clipped-ratio steps with
+a k3 KL penalty toward a frozen reference.
+
+Why this shape: the trainer only knows prompts (chat messages) and reward references; the
+domain-specific parts (which reward, which records, history alignment for navigation) come from
+the spec and from `venus_core.rl.navigation`. Metrics go through the `Tracker` passed in.
+
+Departures from the papers, all deliberate:
+- Groups whose G rewards are all equal are skipped (not forwarded, not trained on) and counted
+  (`groups/zero_variance`); the papers do not say what they do with them.
+- One optimizer update per rollout batch by default (`minibatches=1`, ratio = 1 on the first
+  pass, as TRL's default); `minibatches > 1` splits the batch by groups into sequential updates
+  so later minibatches see a moved policy and the clip is active.
+- AdamW with betas (0.9, 0.98) and gradient clipping at 1.0, constant learning rate.
+- LoRA: the reference is the same network with the adapters switched off (no second copy);
+  the saved checkpoint has the adapters merged (a plain HF checkpoint).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, ProcessorMixin
+
+from venus_core.config.registry import REWARDS
+from venus_core.config.spec import LoraSpec, OfflineRLDomainSpec
+from venus_core.rewards.base import RewardResult, score_batch
+from venus_core.rl.losses import grpo_loss, group_advantages
+from venus_core.rl.rollout import RolloutBatch, sample_groups, sequence_logprobs
+from venus_core.train.tracker import Tracker
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """One RL prompt: the chat the policy answers and what its reward compares against."""
+
+    messages: list[dict[str, Any]]
+    reference: Mapping[str, Any]
+    record_id: str
+
+
+StepHook = Callable[[int, Sequence[PromptItem], RolloutBatch, list[RewardResult]], None]
+
+
+def vision_tower(model: torch.nn.Module) -> torch.nn.Module:
+    """The vision encoder of a Qwen-VL model (also under a peft wrapper)."""
+    seen: list[torch.nn.Module] = [model]
+    while seen:
+        m = seen.pop()
+        if isinstance(getattr(m, "visual", None), torch.nn.Module):
+            return m.visual  # type: ignore[return-value]
+        for attr in ("model", "base_model"):
+            child = getattr(m, attr, None)
+            if isinstance(child, torch.nn.Module) and child is not m:
+                seen.append(child)
+    raise ValueError(f"{type(model).__name__} has no vision tower ('visual') to freeze")
+
+
+def freeze_vision(model: torch.nn.Module) -> int:
+    """Stop gradients into the vision tower; returns the number of frozen parameters."""
+    n = 0
+    for p in vision_tower(model).parameters():
+        p.requires_grad_(False)
+        n += p.numel()
+    return n
+
+
+def apply_lora(model: PreTrainedModel, spec: LoraSpec) -> torch.nn.Module:
+    """Wrap `model` with peft LoRA adapters on `spec.target_modules` (only adapters train)."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:  # optional dependency
+        raise ImportError("offline_rl lora.enabled needs peft: pip install peft") from exc
+    cfg = LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
+                     target_modules=list(spec.target_modules), bias="none")
+    return get_peft_model(model, cfg)
+
+
+class OfflineGRPO:
+    """GRPO on a fixed prompt set. `step()` is one rollout + update; `train()` loops over epochs."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        processor: ProcessorMixin,
+        spec: OfflineRLDomainSpec,
+        tracker: Tracker,
+        *,
+        max_steps: int | None = None,
+        minibatches: int = 1,
+    ) -> None:
+        if minibatches < 1:
+            raise ValueError(f"minibatches must be >= 1, got {minibatches}")
+        self.spec = spec
+        self.processor = processor
+        self.tracker = tracker
+        self.max_steps = max_steps or spec.max_steps
+        self.minibatches = minibatches
+        self.reward_fn = REWARDS.get(spec.reward)
+        torch.manual_seed(spec.seed)
+        self.lora = spec.lora.enabled
+        self.model: torch.nn.Module = apply_lora(model, spec.lora) if self.lora else model
+        self.frozen_vision = freeze_vision(self.model) if spec.freeze_vision else 0
+        self.ref: torch.nn.Module | None = None
+        if spec.kl_coef > 0 and not self.lora:
+            self.ref = copy.deepcopy(model).eval()
+            for p in self.ref.parameters():
+                p.requires_grad_(False)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("nothing to train: every parameter is frozen")
+        self.trainable = sum(p.numel() for p in params)
+        self.optimizer = torch.optim.AdamW(params, lr=spec.lr, betas=(0.9, 0.98), weight_decay=0.0)
+        self.params = params
+
+    # ------------------------------------------------------------------ one step
+    def _ref_logprobs(self, batch: RolloutBatch) -> torch.Tensor | None:
+        if self.spec.kl_coef <= 0:
+            return None
+        with torch.no_grad():
+            if self.lora:
+                with self.model.disable_adapter():  # type: ignore[attr-defined]
+                    return sequence_logprobs(self.model, batch, temperature=self.spec.temperature)[0]
+            assert self.ref is not None
+            return sequence_logprobs(self.ref, batch, temperature=self.spec.temperature)[0]
+
+    def step(self, items: Sequence[PromptItem], step: int, hook: StepHook | None = None) -> dict[str, float]:
+        """Roll out, score, update once (or `minibatches` times); log and return the metrics."""
+        spec = self.spec
+        g = spec.group_size
+        progress = min(1.0, step / max(1, self.max_steps))
+        t0 = time.perf_counter()
+        batch = sample_groups(self.model, self.processor, [it.messages for it in items], g, spec.max_new_tokens,
+                              temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed * 1_000_003 + step)
+        t_gen = time.perf_counter() - t0
+        refs = [it.reference for it in items for _ in range(g)]
+        results = score_batch(self.reward_fn, batch.texts, refs, spec.rewards, progress)
+        if hook is not None:
+            hook(step, items, batch, results)
+        rewards = torch.tensor([r.total for r in results], dtype=torch.float32).view(len(items), g)
+        adv, zero = group_advantages(rewards, spec.adv_eps)
+        metrics = self._rollout_metrics(batch, results, rewards, adv, zero)
+        keep_groups = [i for i in range(len(items)) if not bool(zero[i])]
+        t1 = time.perf_counter()
+        t_lp = t_bw = 0.0
+        if keep_groups:
+            t_lp, t_bw, update = self._update(batch, adv.view(-1), keep_groups)
+            metrics.update(update)
+        else:
+            metrics.update({"loss": 0.0, "policy_loss": 0.0, "kl": float("nan"), "entropy": float("nan"),
+                            "clip_fraction": 0.0, "grad_norm": 0.0, "updated": 0.0})
+        metrics.update({
+            "lr": self.optimizer.param_groups[0]["lr"], "progress": progress,
+            "time/generate_s": t_gen, "time/logprob_s": t_lp, "time/backward_s": t_bw,
+            "time/step_s": time.perf_counter() - t0, "time/update_s": time.perf_counter() - t1,
+        })
+        self.tracker.log_metrics(metrics, step)
+        return metrics
+
+    def _update(self, batch: RolloutBatch, adv: torch.Tensor, groups: list[int]) -> tuple[float, float, dict[str, float]]:
+        spec = self.spec
+        g = spec.group_size
+        chunks = [groups[i :: self.minibatches] for i in range(self.minibatches)]
+        chunks = [sorted(c) for c in chunks if c]
+        t_lp = t_bw = 0.0
+        sub_batches = [batch.select([gi * g + j for gi in c for j in range(g)]) for c in chunks]
+        t = time.perf_counter()
+        ref_lps = [self._ref_logprobs(b) for b in sub_batches]
+        old_lps: list[torch.Tensor | None] = [None] * len(sub_batches)
+        if self.minibatches > 1:  # later minibatches need the pre-update policy's log-probs
+            with torch.no_grad():
+                old_lps = [sequence_logprobs(self.model, b, temperature=spec.temperature)[0] for b in sub_batches]
+        t_lp += time.perf_counter() - t
+        totals: dict[str, float] = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "entropy": 0.0,
+                                    "clip_fraction": 0.0, "grad_norm": 0.0}
+        self.model.train()
+        for c, sub, ref_lp, old_lp in zip(chunks, sub_batches, ref_lps, old_lps, strict=True):
+            t = time.perf_counter()
+            logp, ent = sequence_logprobs(self.model, sub, temperature=spec.temperature, with_entropy=True)
+            rows = torch.as_tensor([gi * g + j for gi in c for j in range(g)])
+            out = grpo_loss(logp, logp.detach() if old_lp is None else old_lp, ref_lp, adv[rows], sub.completion_mask,
+                            clip_eps=spec.clip_eps, kl_coef=spec.kl_coef, entropy=ent, entropy_coef=spec.entropy_coef)
+            self.optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            gn = torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+            self.optimizer.step()
+            t_bw += time.perf_counter() - t
+            w = len(c) / len(groups)
+            for k, v in (("loss", float(out.loss.detach())), ("policy_loss", out.policy), ("kl", out.kl),
+                         ("entropy", out.entropy), ("clip_fraction", out.clip_fraction), ("grad_norm", float(gn))):
+                totals[k] += w * v
+        self.model.eval()
+        if spec.kl_coef <= 0:
+            totals["kl"] = float("nan")
+        totals["updated"] = 1.0
+        return t_lp, t_bw, totals
+
+    @staticmethod
+    def _rollout_metrics(batch: RolloutBatch, results: list[RewardResult], rewards: torch.Tensor,
+                         adv: torch.Tensor, zero: torch.Tensor) -> dict[str, float]:
+        m: dict[str, float] = {}
+        flat = rewards.view(-1)
+        m["reward/mean"] = float(flat.mean())
+        m["reward/std"] = float(flat.std(unbiased=False))
+        for term in sorted({k for r in results for k in r.terms}):
+            vals = torch.tensor([r.terms.get(term, 0.0) for r in results])
+            m[f"reward/{term}/mean"] = float(vals.mean())
+            m[f"reward/{term}/std"] = float(vals.std(unbiased=False))
+        kept = adv[~zero]
+        m["advantage/mean"] = float(kept.mean()) if kept.numel() else 0.0
+        m["advantage/std"] = float(kept.std(unbiased=False)) if kept.numel() else 0.0
+        m["advantage/abs_max"] = float(kept.abs().max()) if kept.numel() else 0.0
+        lengths = batch.completion_mask.sum(dim=1)
+        m["completion_len/mean"] = float(lengths.mean())
+        m["completion_len/max"] = float(lengths.max())
+        ended = batch.completion_mask[:, -1] == 0
+        full = lengths == batch.completion_ids.shape[1]
+        m["completion/truncated_frac"] = float((full & ~ended).float().mean())
+        m["parse_fail_rate"] = sum(1 for r in results if not r.parsed) / len(results)
+        m["groups/total"] = float(zero.numel())
+        m["groups/zero_variance"] = float(zero.sum())
+        m["groups/zero_variance_frac"] = float(zero.float().mean())
+        m["samples"] = float(flat.numel())
+        return m
+
+    # ------------------------------------------------------------------ loop
+    def train(
+        self,
+        items_for_epoch: Callable[[int], Sequence[PromptItem]],
+        *,
+        steps: int | None = None,
+        hook: StepHook | None = None,
+        after_epoch: Callable[[int], None] | None = None,
+    ) -> list[dict[str, float]]:
+        """Run `steps` (default: max_steps) GRPO steps; each epoch is a seeded shuffle of
+        `items_for_epoch(epoch)` cut into `prompts_per_step` chunks (a short last chunk is dropped
+        unless it is the only one). `after_epoch(epoch)` runs when an epoch's prompts are used up."""
+        total = steps if steps is not None else self.max_steps
+        rng = random.Random(self.spec.seed)
+        history: list[dict[str, float]] = []
+        step, epoch = 0, 0
+        p = self.spec.prompts_per_step
+        while step < total:
+            items = list(items_for_epoch(epoch))
+            if not items:
+                raise ValueError(f"epoch {epoch}: no prompts to train on")
+            rng.shuffle(items)
+            n_chunks = max(1, len(items) // p)
+            for k in range(n_chunks):
+                if step >= total:
+                    break
+                history.append(self.step(items[k * p : (k + 1) * p], step, hook))
+                step += 1
+            if after_epoch is not None and step < total:
+                after_epoch(epoch)
+            epoch += 1
+        return history
+
+    def trained_model(self) -> PreTrainedModel:
+        """The policy as a plain HF model (LoRA adapters merged in)."""
+        if self.lora:
+            return self.model.merge_and_unload()  # type: ignore[attr-defined,no-any-return]
+        return self.model  # type: ignore[return-value]
+
+    def summary(self) -> dict[str, Any]:
+        return {"trainable_params": self.trainable, "frozen_vision_params": self.frozen_vision,
+                "lora": self.lora, "minibatches": self.minibatches,
+                "reference": "adapters disabled" if self.lora else ("frozen copy" if self.ref is not None else "none")}
+
+
+__all__ = ["OfflineGRPO", "PromptItem", "StepHook", "apply_lora", "freeze_vision", "vision_tower"]
