@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from venus_core.actions import Scroll, parse_action
 from venus_core.data import DatasetReader
 from venus_core.data.importers import run_import
@@ -120,3 +122,16 @@ def test_bad_episodes_are_quarantined(src: Path, outside: Path, tmp_path: Path, 
         line = q[(name, None)]
         assert (line["field"], line["code"]) == (field, code), line
     assert q[("e10.json", None)]["reason"].startswith("unknown or unsupported action type 'type'")
+    # screenshots of rejected episodes (decoded before the rejection) are not stored
+    assert report.images == 1
+    check = validate_dataset(tmp_path / "o")
+    assert check.ok and check.unreferenced_images == 0
+
+
+def test_bad_option_values(src: Path, tmp_path: Path, h: Any) -> None:
+    h.dump(src / "e.json", _episode(src, h, 1, [{"action_type": "wait"}]))
+    with pytest.raises(ValueError, match="level must be low or high"):
+        run_import("androidcontrol", src, tmp_path / "o", options={"level": "medium"})
+    with pytest.raises(ValueError, match="finish must be true or false"):
+        run_import("androidcontrol", src, tmp_path / "o", options={"finish": "yes"})
+    assert not (tmp_path / "o").exists() and [p.name for p in tmp_path.iterdir()] == ["src"]
