@@ -1,1 +1,9 @@
-"""Evaluation: scoring rules (`metrics`) shared by training-time held-out checks and `venus eval`."""
+"""Evaluation: scoring rules, evaluators, predictors and reports.
+
+`metrics` (scoring rules and Wilson intervals, shared by training-time held-out checks and
+`venus eval`), `predictors` (the `Predictor` protocol: in-process batched generation, or an
+OpenAI-compatible server such as vLLM), `grounding` and `navigation` (the offline evaluators),
+`results` (the result document), `report` / `charts` / `viewer` / `draw` (the self-contained HTML
+report), `reference` (published UI-Venus numbers) and `suites` (the `EVAL_SUITES` plugin).
+Submodules are imported explicitly; importing this package loads nothing heavy.
+"""

@@ -132,6 +132,23 @@ def arguments_agree(pred: Action, ref: Action, target_box: object = None) -> boo
     return True
 
 
+def predicted_action(answer: str, platform: str) -> Action | None:
+    """The action of a navigation answer (tagged form first, then a bare action); None if neither parses.
+
+    >>> predicted_action("<think>t</think><action>PressBack()</action><conclusion>c</conclusion>", "mobile").NAME
+    'PressBack'
+    >>> predicted_action("no action here", "mobile") is None
+    True
+    """
+    try:
+        return parse_navigation(answer, platform).action  # type: ignore[arg-type]
+    except ActionParseError:
+        try:
+            return parse_action(answer, platform)  # type: ignore[arg-type]
+        except ActionParseError:
+            return None
+
+
 def score_navigation(answer: str, reference_action: str, platform: str, target_box: object = None) -> NavOutcome:
     """Score one navigation answer (`<think>…<action>…<conclusion>…`, or a bare action) against
     the reference action string.
@@ -141,12 +158,8 @@ def score_navigation(answer: str, reference_action: str, platform: str, target_b
     True
     """
     ref = parse_action(reference_action, platform)  # type: ignore[arg-type]
-    try:
-        pred = parse_navigation(answer, platform).action  # type: ignore[arg-type]
-    except ActionParseError:
-        try:
-            pred = parse_action(answer, platform)  # type: ignore[arg-type]
-        except ActionParseError:
-            return NavOutcome(False, False, False, None)
+    pred = predicted_action(answer, platform)
+    if pred is None:
+        return NavOutcome(False, False, False, None)
     type_match = pred.NAME == ref.NAME
     return NavOutcome(True, type_match, type_match and arguments_agree(pred, ref, target_box), pred.NAME)

@@ -1,0 +1,102 @@
+"""The registered evaluators (`EVAL_SUITES`) and the glue that turns model references into predictors.
+
+Why registered: an agent spec names its evaluation suites (`eval.suites[].evaluator`), and the
+evaluate job, the CLI and future evaluators (online) must agree on one calling convention:
+`evaluator(predictor, data, *, suite, limit) -> EvalResult`. This module is a plugin (entry point
+`venus_core.plugins`); it imports no torch at import time, so loading plugins stays cheap.
+
+Registered: `grounding` (ScreenSpot-style), `nav_offline` (offline navigation, goal only:
+AndroidControl *high* level, GUI-Odyssey) and `nav_offline_low` (AndroidControl *low* level: goal
+plus the step instruction). The spec's suite section has no options field, so the two
+AndroidControl levels are two evaluator names rather than an option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from venus_core.config.registry import EVAL_SUITES
+from venus_core.eval.grounding import evaluate_grounding
+from venus_core.eval.navigation import evaluate_nav_offline
+from venus_core.eval.predictors import DEFAULT_REPETITION_PENALTY, DEFAULT_TEMPERATURE, LocalPredictor, OpenAIPredictor, Predictor
+from venus_core.eval.results import EvalResult
+
+
+class Evaluator(Protocol):
+    def __call__(self, predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult: ...
+
+
+@EVAL_SUITES.register("grounding", description="point-in-box grounding accuracy (ScreenSpot-v2 / Pro, synthetic)")
+def grounding(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult:
+    return evaluate_grounding(data, predictor, limit=limit, suite=suite)
+
+
+@EVAL_SUITES.register("nav_offline", description="offline navigation, goal only (AndroidControl high, GUI-Odyssey)")
+def nav_offline(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult:
+    return evaluate_nav_offline(data, predictor, level="high", limit=limit, suite=suite)
+
+
+@EVAL_SUITES.register("nav_offline_low", description="offline navigation with step instructions (AndroidControl low)")
+def nav_offline_low(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult:
+    return evaluate_nav_offline(data, predictor, level="low", limit=limit, suite=suite)
+
+
+def evaluator_for_dataset(data: str | Path) -> str:
+    """`grounding` or `nav_offline`, from the kind of the dataset's first record."""
+    from venus_core.data.store import DatasetReader
+
+    for record in DatasetReader(data):
+        if record.kind == "grounding":
+            return "grounding"
+        if record.kind in ("trajectory", "navigation_step"):
+            return "nav_offline"
+        raise ValueError(f"{data}: first record {record.id!r} is a {record.kind!r} record; "
+                         "no evaluator for it (expected grounding, trajectory or navigation_step)")
+    raise ValueError(f"{data}: dataset has no records")
+
+
+def parse_model_ref(ref: str) -> tuple[str, str]:
+    """`NAME=CKPT` -> (NAME, CKPT); a bare `CKPT` is named after its last path component."""
+    name, sep, ckpt = ref.partition("=")
+    if not sep:
+        ckpt = ref
+        name = Path(ref.rstrip("/")).name or ref
+    if not name.strip() or not ckpt.strip():
+        raise ValueError(f"model reference {ref!r}: expected CKPT or NAME=CKPT")
+    return name.strip(), ckpt.strip()
+
+
+def make_predictor(
+    name: str,
+    checkpoint: str,
+    model_spec: Any,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    batch_size: int = 16,
+    temperature: float = DEFAULT_TEMPERATURE,
+    repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
+    tiny_dir: str | Path | None = None,
+    device: str = "cpu",
+) -> Predictor:
+    """A predictor for one model: the served model `checkpoint` at `base_url`, or a local checkpoint.
+
+    `checkpoint` "tiny" builds (or reuses) the tiny default in `tiny_dir`.
+    """
+    if base_url:
+        return OpenAIPredictor(base_url, checkpoint, api_key=api_key, name=name, concurrency=batch_size,
+                               temperature=temperature, repetition_penalty=repetition_penalty)
+    from venus_core.models.loading import load_model
+
+    if checkpoint != "tiny" and not Path(checkpoint).is_dir():
+        raise FileNotFoundError(f"model {name!r}: checkpoint directory {checkpoint} does not exist")
+    model, processor = load_model(checkpoint, model_spec, device, tiny_dir=tiny_dir)
+    return LocalPredictor(model, processor, name=name, batch_size=batch_size, temperature=temperature,
+                          repetition_penalty=repetition_penalty)
+
+
+def get_evaluator(name: str) -> Callable[..., EvalResult]:
+    """The registered evaluator `name` (unknown names list the known ones)."""
+    return EVAL_SUITES.get(name)  # type: ignore[no-any-return]

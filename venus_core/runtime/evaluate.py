@@ -1,0 +1,111 @@
+"""The `evaluate` job: every model × every evaluation suite -> result JSONs, one HTML report, provenance.
+
+    python -m venus_core.runtime.evaluate --spec AGENT --model CKPT [--model NAME=CKPT ...]
+        [--data DIR ...] [--base-url URL] [--limit N] --out DIR
+
+Suites come from `--data` (each dataset directory is one suite, its evaluator chosen from the kind
+of its records: grounding, or offline navigation at the goal-only level) or, without `--data`,
+from the spec's `eval.suites` (those with a dataset). Several `--model`s are compared stage by
+stage in the report in the order given (e.g. `mid=…/mid_train offline=…/offline_rl merged=…`).
+With `--base-url` the models are names served by an OpenAI-compatible server (vLLM) and nothing is
+loaded locally; the API key, if any, comes from $VENUS_EVAL_API_KEY (a credential, not config).
+Decoding settings come from the spec (`eval.batch_size`, `eval.temperature`,
+`eval.repetition_penalty`).
+
+Outputs in `--out`: `results/<model>--<suite>.json` (per sample and summary), `report.html`,
+`summary.json` (headline rates per model and suite) and `provenance.json` (inputs with sha256,
+resolved spec, git revision).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from venus_core.config.spec import EvalSuiteSpec
+from venus_core.eval import suites as eval_suites
+from venus_core.eval.report import HEADLINE, write_report
+from venus_core.eval.results import EvalResult
+from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+
+JOB = "evaluate"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _parser() -> Any:
+    p = job_parser(JOB, "Evaluate checkpoints on the agent's evaluation suites; write results and an HTML report.")
+    p.add_argument("--model", action="append", required=True, metavar="[NAME=]CKPT",
+                   help="checkpoint directory, 'tiny', or a served model name with --base-url (repeatable)")
+    p.add_argument("--data", action="append", default=[], metavar="DIR",
+                   help="dataset directory to evaluate on (repeatable); default: the spec's eval.suites")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible API root (e.g. http://vllm:8000/v1)")
+    p.add_argument("--limit", type=int, default=None, help="at most this many samples / episodes per suite")
+    p.add_argument("--viewer", type=int, default=24, help="samples shown in the report's viewer per result")
+    return p
+
+
+def resolve_suites(data: Sequence[str], spec_suites: Sequence[EvalSuiteSpec], limit: int | None) -> list[EvalSuiteSpec]:
+    """Suites from --data dirs, else the spec's suites with a dataset; an empty result is an error."""
+    if data:
+        out = []
+        for d in data:
+            if not Path(d).is_dir():
+                raise FileNotFoundError(f"--data {d}: not a directory")
+            out.append(EvalSuiteSpec(name=Path(d.rstrip("/")).name, evaluator=eval_suites.evaluator_for_dataset(d),
+                                     data=d, limit=limit))
+        return out
+    chosen = [s if limit is None else s.model_copy(update={"limit": limit}) for s in spec_suites if s.data]
+    if not chosen:
+        raise ValueError("nothing to evaluate: pass --data DIR or list suites with a `data` in the spec's eval.suites")
+    return chosen
+
+
+def _headline(res: EvalResult) -> dict[str, Any]:
+    key, _ = HEADLINE[res.evaluator]
+    return {"metric": key, **res.summary[key]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    spec = load_job_spec(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suites = resolve_suites(args.data, spec.eval.suites, args.limit)
+    models = [eval_suites.parse_model_ref(m) for m in args.model]
+    names = [n for n, _ in models]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--model names must be unique, got {names}")
+    results: list[EvalResult] = []
+    summary: dict[str, dict[str, Any]] = {}
+    inputs: list[str] = [s.data for s in suites if s.data]
+    for name, ckpt in models:
+        predictor = eval_suites.make_predictor(
+            name, ckpt, spec.model, base_url=args.base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
+            batch_size=spec.eval.batch_size, temperature=spec.eval.temperature,
+            repetition_penalty=spec.eval.repetition_penalty, tiny_dir=out / "tiny-model")
+        if not args.base_url:
+            inputs.append(str(out / "tiny-model") if ckpt == "tiny" else ckpt)
+        for suite in suites:
+            evaluator = eval_suites.get_evaluator(suite.evaluator)
+            print(f"[evaluate] {name} on {suite.name} ({suite.evaluator}, {suite.data})", file=sys.stderr)
+            res = evaluator(predictor, suite.data, suite=suite.name, limit=suite.limit)
+            res.label = name
+            write_json_atomic(out / "results" / f"{_SAFE.sub('_', name)}--{_SAFE.sub('_', suite.name)}.json", res.to_dict())
+            summary.setdefault(name, {})[suite.name] = _headline(res)
+            results.append(res)
+        del predictor
+        gc.collect()
+    write_report(results, out / "report.html", title=f"Venus evaluation: {spec.name}", viewer_limit=args.viewer)
+    write_json_atomic(out / "summary.json", summary)
+    write_json_atomic(out / "provenance.json", provenance(JOB, spec, inputs))
+    print(f"[evaluate] wrote {out / 'report.html'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
