@@ -1,5 +1,8 @@
 """Builders of tiny source trees in the real public formats, and of hostile inputs.
 
+Not a conftest.py: tests/data/conftest.py is imported by name (`from conftest import Build`), and a
+second conftest module below it would shadow that name. Test modules import the fixtures from here.
+
 Images are made with PIL at test time; `bomb_png` writes a valid PNG *header* that claims a huge
 image (the importer must refuse it from the header, without decoding); `escape_link` makes a
 symlink inside the source that points outside it.

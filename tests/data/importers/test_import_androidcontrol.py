@@ -14,6 +14,7 @@ from venus_core.data import DatasetReader
 from venus_core.data.importers import run_import
 from venus_core.data.importers.androidcontrol import CONTENT_TO_SWIPE
 from venus_core.data.validate import validate_dataset
+from importer_helpers import h, outside, src  # noqa: F401 - pytest fixtures
 
 W, H = 100, 200
 

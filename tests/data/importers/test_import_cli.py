@@ -10,6 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from venus_core.cli.import_cmd import register
+from importer_helpers import h, src  # noqa: F401 - pytest fixtures
 
 
 def _app() -> typer.Typer:

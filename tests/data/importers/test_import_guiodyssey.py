@@ -8,6 +8,7 @@ from typing import Any
 from venus_core.data import DatasetReader
 from venus_core.data.importers import run_import
 from venus_core.data.validate import validate_dataset
+from importer_helpers import h, outside, src  # noqa: F401 - pytest fixtures
 
 
 def _episode(src: Path, h: Any, eid: str, actions: list[tuple[str, Any]], **over: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 from venus_core.data import DatasetReader
 from venus_core.data.importers import run_import
 from venus_core.data.validate import validate_dataset
+from importer_helpers import h, outside, src  # noqa: F401 - pytest fixtures
 
 
 def _row(aid: str, idx: int, op: str, value: str, rect: str | None, shot: Any, **over: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 from venus_core.data import DatasetReader
 from venus_core.data.importers import load_report, run_import
 from venus_core.data.validate import validate_dataset
+from importer_helpers import h, outside, src  # noqa: F401 - pytest fixtures
 
 
 def _v2_source(src: Path, outside: Path, h: Any) -> None:

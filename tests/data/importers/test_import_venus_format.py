@@ -12,6 +12,7 @@ from venus_core.data import DatasetReader, DatasetWriter
 from venus_core.data.images import image_relpath
 from venus_core.data.importers import run_import
 from venus_core.data.validate import validate_dataset
+from importer_helpers import h  # noqa: F401 - pytest fixtures
 
 
 def _dataset(path: Path, build: Any, h: Any) -> tuple[str, str]:
