@@ -19,7 +19,9 @@ from venus_core.envs.base import (
 from venus_core.envs.shells import AdbServerProcess, AdbShell, CommandOutput, LocalShell
 from venus_core.envs.sim_device import SimDevice
 from venus_core.envs.sim_server import SimAdbServer
-from venus_core.envs.simphone import SimPhoneEnv, synth_packages, synth_plan, synth_task
+from venus_core.envs.simphone import (
+    SimPhoneEnv, SynthRef, free_task, synth_packages, synth_plan, synth_task,
+)
 
 ENVS.register("android", AndroidEnv, description="any ADB device (phone, emulator) via adbutils")
 ENVS.register("sim-phone", SimPhoneEnv,
@@ -27,5 +29,5 @@ ENVS.register("sim-phone", SimPhoneEnv,
 
 __all__ = ["DEFAULT_MAX_STEPS", "AdbServerProcess", "AdbShell", "AndroidEnv", "CommandOutput",
            "Env", "EnvError", "LocalShell", "Observation", "SimAdbServer", "SimDevice",
-           "SimPhoneEnv", "Task", "UnsupportedAction", "synth_packages", "synth_plan",
-           "synth_task"]
+           "SimPhoneEnv", "SynthRef", "Task", "UnsupportedAction", "free_task", "synth_packages",
+           "synth_plan", "synth_task"]

@@ -7,7 +7,7 @@ adbutils: the production code path end to end. With `transport="inprocess"` the 
 runs the device's shell in process (fast, for throughput-bound rollouts and unit tests).
 
 Tasks of the synthetic world are referenced by `success_check = "synth:level=L,seed=S,lang=X,
-size=WxH"`: the env rebuilds the episode (`sample_episode` is deterministic for a seed and a view
+size=WxH"` (`synth:free,...` = free play on a fresh phone): the env rebuilds the episode (`sample_episode` is deterministic for a seed and a view
 context), loads its start state into the device (the one side channel: a real device's task setup
 would install data with adb), and judges success like AndroidWorld: it reads the state through a
 shell command (`venus-state`, the analogue of reading app databases) and runs the task's own
@@ -37,26 +37,33 @@ SYNTH_PREFIX = "synth:"
 
 @dataclass(frozen=True)
 class SynthRef:
-    level: int
+    """A synthetic task reference; `level=None` is free play (fresh phone, home screen, no goal)."""
+
+    level: int | None
     seed: int
     lang: str
     size: tuple[int, int]
 
     def __str__(self) -> str:
-        return (f"{SYNTH_PREFIX}level={self.level},seed={self.seed},lang={self.lang},"
-                f"size={self.size[0]}x{self.size[1]}")
+        head = "free" if self.level is None else f"level={self.level}"
+        return f"{SYNTH_PREFIX}{head},seed={self.seed},lang={self.lang}," \
+            f"size={self.size[0]}x{self.size[1]}"
 
     @classmethod
     def parse(cls, ref: str) -> SynthRef:
         if not ref.startswith(SYNTH_PREFIX):
-            raise EnvError(f"success_check {ref!r} is not a synthetic task reference ({SYNTH_PREFIX}...)")
+            raise EnvError(f"success_check {ref!r} is not a synthetic task reference "
+                           f"({SYNTH_PREFIX}...)")
+        parts = ref[len(SYNTH_PREFIX):].split(",")
+        free = parts[0] == "free"
         try:
-            kv = dict(p.split("=", 1) for p in ref[len(SYNTH_PREFIX):].split(","))
+            kv = dict(p.split("=", 1) for p in parts[1 if free else 0:])
             w, h = kv["size"].split("x")
-            out = cls(int(kv["level"]), int(kv["seed"]), kv["lang"], (int(w), int(h)))
+            out = cls(None if free else int(kv["level"]), int(kv["seed"]), kv["lang"],
+                      (int(w), int(h)))
         except (KeyError, ValueError) as exc:
-            raise EnvError(f"success_check {ref!r}: expected "
-                           f"{SYNTH_PREFIX}level=L,seed=S,lang=en|zh,size=WxH ({exc})") from None
+            raise EnvError(f"success_check {ref!r}: expected {SYNTH_PREFIX}level=L|free,seed=S,"
+                           f"lang=en|zh,size=WxH ({exc})") from None
         if out.lang not in ("en", "zh"):
             raise EnvError(f"success_check {ref!r}: lang must be en or zh")
         return out
@@ -70,6 +77,8 @@ class SynthRef:
 def synth_episode(ref: str) -> Episode:
     """The episode a synthetic task reference names (deterministic; cached)."""
     r = SynthRef.parse(ref)
+    if r.level is None:
+        raise EnvError(f"{ref!r} is a free-play reference: it has no episode")
     return sample_episode(random.Random(r.seed), r.level, r.ctx)
 
 
@@ -81,6 +90,14 @@ def synth_task(level: int, seed: int, *, lang: str = "en", size: tuple[int, int]
     app = next((a for a in ep.task.apps), None) or ep.start.foreground
     return Task(goal=ep.task.goal, app=app, success_check=ref, max_steps=max_steps,
                 difficulty=level, answer=ep.task.answer, lang=lang)
+
+
+def free_task(seed: int, *, lang: str = "en", size: tuple[int, int] = (540, 960),
+              max_steps: int = DEFAULT_MAX_STEPS, goal: str = "Explore the phone") -> Task:
+    """Free play on the simulated phone: the fresh phone of `seed` on its home screen, no goal
+    predicate (`is_successful` raises). For exploration rollouts and action-effect tests."""
+    return Task(goal=goal, success_check=str(SynthRef(None, seed, lang, size)),
+                max_steps=max_steps, lang=lang)
 
 
 def synth_plan(task: Task) -> list[Action]:
@@ -103,6 +120,8 @@ def synth_packages() -> dict[str, str]:
 
 
 def _synth_success(env: AndroidEnv, task: Task) -> bool:
+    if SynthRef.parse(task.success_check).level is None:
+        raise EnvError(f"{task.success_check!r}: a free-play task has no success check")
     ep = synth_episode(task.success_check)
     state = decode_state(env.run("venus-state").stdout)
     if not ep.task.done(state):
@@ -153,6 +172,10 @@ class SimPhoneEnv(AndroidEnv):
         if ref.size != self.device.size or ref.lang != self.device.ctx.lang:
             raise EnvError(f"task {task.success_check!r} was made for {ref.size} / {ref.lang}; "
                            f"this device is {self.device.size} / {self.device.ctx.lang}")
+        if ref.level is None:
+            phone = get_phone()
+            self.device.load(phone, phone.initial(random.Random(ref.seed)))
+            return
         ep = synth_episode(task.success_check)
         if ep.task.goal != task.goal:
             raise EnvError(f"task {task.success_check!r}: goal {task.goal!r} does not match the "
