@@ -1,0 +1,52 @@
+"""Resolve `model.base` to a loaded (model, processor) for training.
+
+`tiny` builds the randomly initialised tiny model from `model.tiny`; `bootstrap` is the shipped
+tiny checkpoint pre-trained by `venus bootstrap` on the synthetic curriculum (the default base of
+agents/venus-tiny: from random init, instruction-dependent skills need 15–30 CPU-minutes, more than
+a laptop run should spend); anything else is a local HF directory (URIs are resolved by the storage
+layer before this is called).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import PreTrainedModel, ProcessorMixin
+
+from venus_core.config.spec import ModelSpec
+from venus_core.models.loading import load_model, tiny_spec_of
+
+BOOTSTRAP_DIR = Path(__file__).resolve().parents[1] / "models" / "assets" / "venus-tiny-bootstrap"
+"""Where the shipped bootstrap checkpoint lives (safetensors + tokenizer + processor, ~3 MB)."""
+
+
+def resolve_base(model_spec: ModelSpec, work_dir: str | Path) -> Path | str:
+    """The directory (or "tiny") `load_model` gets for `model_spec.base`."""
+    base = model_spec.base
+    if base == "tiny":
+        return "tiny"
+    if base == "bootstrap":
+        if not (BOOTSTRAP_DIR / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model.base=bootstrap but {BOOTSTRAP_DIR} holds no checkpoint; create it with `venus bootstrap`"
+            )
+        built = tiny_spec_of(BOOTSTRAP_DIR)
+        if built is not None and built.image_size != model_spec.tiny.image_size:
+            raise ValueError(
+                f"model.base=bootstrap sees {built.image_size}px screens but model.tiny.image_size is "
+                f"{model_spec.tiny.image_size}; re-run `venus bootstrap` with this spec"
+            )
+        return BOOTSTRAP_DIR
+    path = Path(base)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model.base {base!r}: no such local directory (expected 'tiny', 'bootstrap' or a path)")
+    return path
+
+
+def load_base(model_spec: ModelSpec, work_dir: str | Path, device: str = "cpu") -> tuple[PreTrainedModel, ProcessorMixin]:
+    """Load the training base; the tiny model is built into `work_dir/base-tiny`."""
+    target = resolve_base(model_spec, work_dir)
+    return load_model(target, model_spec, device, tiny_dir=Path(work_dir) / "base-tiny")
+
+
+__all__ = ["BOOTSTRAP_DIR", "load_base", "resolve_base"]

@@ -1,0 +1,139 @@
+"""Resumable training checkpoints: atomic directories of weights, optimizer, scheduler and RNG state.
+
+Why: a mid-training job on a preemptible node must continue exactly where it stopped. A checkpoint
+is a directory `step-NNNNNNNN/` written under a temporary name, every file fsynced, then renamed
+into place (rename is atomic on POSIX), after which the `latest` pointer is replaced the same way;
+a crash at any moment leaves either the previous checkpoint or the new one, never a torn one.
+
+Contents: `model.safetensors` (weights), `optimizer.pt` and `rng.pt` (tensors only: loaded with
+`torch.load(weights_only=True)`, which refuses to unpickle arbitrary objects), `state.json` (step,
+scheduler state, data sampler position, Python and NumPy RNG states, anything else the trainer
+adds). Only rank 0 writes; under DDP every rank holds the same weights and optimizer state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_model as st_load_model
+from safetensors.torch import save_model as st_save_model
+
+LATEST = "latest"
+_PREFIX = "step-"
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rng_state() -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(JSON-able Python/NumPy RNG states, tensor RNG states of torch CPU and CUDA)."""
+    py = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()  # type: ignore[misc]
+    plain = {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": [name, np.asarray(keys).tolist(), int(pos), int(has_gauss), float(cached)],
+    }
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"cuda{i}"] = s
+    return plain, tensors
+
+
+def set_rng_state(plain: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    v, state, gauss = plain["python"]
+    random.setstate((v, tuple(state), gauss))
+    name, keys, pos, has_gauss, cached = plain["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(tensors["torch"])
+    cuda = [tensors[k] for k in sorted(k for k in tensors if k.startswith("cuda"))]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def save_checkpoint(
+    root: str | Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    *,
+    keep: int = 2,
+) -> Path:
+    """Write checkpoint `step` under `root` atomically; keep the newest `keep` checkpoints."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{_PREFIX}{step:08d}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
+    try:
+        st_save_model(model, str(tmp / "model.safetensors"))
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        plain_rng, tensor_rng = rng_state()
+        torch.save(tensor_rng, tmp / "rng.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": step, "rng": plain_rng, **state}), encoding="utf-8")
+        for f in tmp.iterdir():
+            _fsync(f)
+        _fsync(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    pointer_tmp = root / f".{LATEST}.tmp"
+    pointer_tmp.write_text(final.name, encoding="utf-8")
+    _fsync(pointer_tmp)
+    os.replace(pointer_tmp, root / LATEST)
+    _fsync(root)
+    old = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX))[:-keep] if keep > 0 else []
+    for p in old:
+        shutil.rmtree(p, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The checkpoint the `latest` pointer names (None when there is none)."""
+    root = Path(root)
+    pointer = root / LATEST
+    if not pointer.is_file():
+        return None
+    path = root / pointer.read_text(encoding="utf-8").strip()
+    if not (path / "state.json").is_file():
+        raise FileNotFoundError(f"{pointer} names {path.name}, which is missing or incomplete")
+    return path
+
+
+def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """Restore weights, optimizer and RNG state from `path`; returns its state.json (step, sampler, ...)."""
+    path = Path(path)
+    for name in ("model.safetensors", "optimizer.pt", "rng.pt", "state.json"):
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"checkpoint {path}: {name} is missing")
+    missing, unexpected = st_load_model(model, str(path / "model.safetensors"), strict=False)
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {path}: weights do not match the model (missing {missing}, unexpected {unexpected})")
+    if optimizer is not None:
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
+    try:
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"checkpoint {path}: state.json is not valid JSON: {exc}") from None
+    set_rng_state(state["rng"], torch.load(path / "rng.pt", map_location="cpu", weights_only=True))
+    return state
+
+
+__all__ = ["latest_checkpoint", "load_checkpoint", "rng_state", "save_checkpoint", "set_rng_state"]

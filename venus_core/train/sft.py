@@ -1,0 +1,191 @@
+"""Mid-training: supervised fine-tuning on the domain mixture (UI-Venus-1.5 stage 1).
+
+What one optimizer step does: the MixtureSampler draws a global batch of
+`batch_size * grad_accum * world` samples by the domain ratios; each rank takes its strided share
+and runs it as `grad_accum` micro-batches (loss on the answer tokens only, `models.batches.collate`),
+DDP averages gradients, the norm is clipped, AdamW (spec betas) steps and the cosine-with-floor
+schedule advances. bf16 autocast on GPU, fp32 on CPU (`MidTrainSpec.precision`). Every `eval_every`
+steps rank 0 decodes the held-out set greedily and logs rates with intervals; every `save_every`
+steps it writes an atomic, resumable checkpoint (weights, optimizer, scheduler, sampler and RNG).
+
+Departures: the loss is the mean over the answer tokens of each micro-batch (divided by
+`grad_accum`), not over the whole accumulated batch; samples longer than `max_seq_len` are skipped
+and counted (cutting them would cut image tokens or the answer). The paper's optimiser settings at
+8B are not published; the tiny defaults are measured (docs/learning_mid_train.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from transformers import PreTrainedModel, ProcessorMixin
+
+from venus_core.config.spec import MixtureSpec
+from venus_core.config.training import MidTrainSpec
+from venus_core.eval.metrics import Rate
+from venus_core.models.batches import Example, collate
+from venus_core.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from venus_core.train.data import Corpus
+from venus_core.train.distributed import DistEnv, precision_dtype
+from venus_core.train.evaluate import evaluate_held_out, rates_to_metrics
+from venus_core.train.mixture import MixtureSampler, split_for_rank
+from venus_core.train.schedule import cosine_with_warmup
+from venus_core.train.tracker import NullTracker, Tracker
+
+LOG_EVERY = 10
+
+
+@dataclass
+class SFTResult:
+    steps: int
+    rates: dict[str, Rate]
+    mixture: dict[str, Any]
+    skipped_too_long: int
+    wall_s: float
+    cpu_s: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def freeze_vision(model: torch.nn.Module) -> int:
+    """Stop gradients to the vision tower; returns the number of frozen parameters."""
+    n = 0
+    for name, p in model.named_parameters():
+        if ".visual." in f".{name}":
+            p.requires_grad_(False)
+            n += p.numel()
+    if n == 0:
+        raise ValueError("freeze_vision: the model has no parameters under a 'visual' module")
+    return n
+
+
+def _collate_skipping(examples: list[Example], processor: ProcessorMixin, max_len: int) -> tuple[dict[str, torch.Tensor] | None, int]:
+    try:
+        return collate(examples, processor, max_length=max_len), 0
+    except ValueError as exc:
+        if "max_length" not in str(exc):
+            raise
+    kept = []
+    for ex in examples:
+        try:
+            collate([ex], processor, max_length=max_len)
+            kept.append(ex)
+        except ValueError as exc:
+            if "max_length" not in str(exc):
+                raise
+    return (collate(kept, processor, max_length=max_len) if kept else None), len(examples) - len(kept)
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    return {k: (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)) for k, v in batch.items()}
+
+
+def train_sft(
+    model: PreTrainedModel,
+    processor: ProcessorMixin,
+    corpus: Corpus,
+    mixture: MixtureSpec,
+    cfg: MidTrainSpec,
+    env: DistEnv,
+    *,
+    ckpt_dir: str | Path,
+    tracker: Tracker | None = None,
+    resume: bool = False,
+    stop_at: int | None = None,
+    eval_limit: int = 200,
+    eval_at_start: bool = False,
+) -> SFTResult:
+    """Train `model` in place for `cfg.max_steps` steps (or until `stop_at`, which simulates a kill)."""
+    tracker = tracker or NullTracker()
+    t_wall, t_cpu = time.perf_counter(), time.process_time()
+    torch.manual_seed(cfg.seed + env.rank)
+    model.to(env.device)
+    model.train()
+    if cfg.freeze_vision:
+        freeze_vision(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    scheduler = cosine_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
+    global_batch = cfg.batch_size * cfg.grad_accum * env.world
+    sampler = MixtureSampler({d: len(v) for d, v in corpus.train.items()}, mixture, global_batch, cfg.seed)
+    step, skipped = 0, 0
+    if resume:
+        last = latest_checkpoint(ckpt_dir)
+        if last is not None:
+            state = load_checkpoint(last, model, optimizer)
+            scheduler.load_state_dict(state["scheduler"])
+            sampler.load_state_dict(state["sampler"])
+            step, skipped = int(state["step"]), int(state.get("skipped_too_long", 0))
+    net: torch.nn.Module = model
+    if env.backend == "ddp":
+        net = DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda" else None)
+    dtype = precision_dtype(cfg, env.device)
+    autocast = (lambda: torch.autocast(env.device.type, dtype=dtype)) if dtype != torch.float32 else contextlib.nullcontext
+    if env.is_main:
+        tracker.log_params({"mid_train." + k: v for k, v in cfg.model_dump(mode="json").items() if k != "distributed"}
+                           | {"world_size": env.world, "backend": env.backend, "global_batch": global_batch,
+                              "trainable_params": sum(p.numel() for p in params)})
+    history: list[dict[str, Any]] = []
+    rates: dict[str, Rate] = {}
+
+    def run_eval(at: int) -> None:
+        nonlocal rates
+        if env.is_main and corpus.held_out:
+            rates = evaluate_held_out(model, processor, corpus.held_out, limit=eval_limit)
+            metrics = rates_to_metrics(rates) | {"time/wall_s": time.perf_counter() - t_wall, "time/cpu_s": time.process_time() - t_cpu}
+            tracker.log_metrics(metrics, at)
+            history.append({"step": at, **{k: r.to_dict() for k, r in rates.items()}})
+        env.barrier()
+
+    if eval_at_start and step == 0:
+        run_eval(0)
+    window: list[float] = []
+    while step < cfg.max_steps and (stop_at is None or step < stop_at):
+        share = split_for_rank(sampler.next_batch(), env.rank, env.world)
+        micro = [share[i : i + cfg.batch_size] for i in range(0, len(share), cfg.batch_size)]
+        optimizer.zero_grad(set_to_none=True)
+        losses: list[float] = []
+        for j, part in enumerate(micro):
+            batch, dropped = _collate_skipping([corpus.train[d][i].example() for d, i in part], processor, cfg.max_seq_len)
+            skipped += dropped
+            sync = j == len(micro) - 1 or env.backend != "ddp"
+            ctx = contextlib.nullcontext() if sync else net.no_sync()  # type: ignore[operator]
+            with ctx:
+                if batch is None:
+                    continue
+                with autocast():
+                    loss = net(**_to(batch, env.device, torch.float32)).loss / len(micro)
+                loss.backward()
+                losses.append(float(loss.detach()) * len(micro))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        lr = scheduler.get_last_lr()[0]
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        loss_value = sum(losses) / max(1, len(losses))
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(f"mid-training step {step}: loss is {loss_value}")
+        window.append(loss_value)
+        if env.is_main and (step % LOG_EVERY == 0 or step == cfg.max_steps):
+            tracker.log_metrics({"train/loss": sum(window) / len(window), "train/lr": lr, "train/grad_norm": grad_norm,
+                                 "train/skipped_too_long": skipped, "time/wall_s": time.perf_counter() - t_wall,
+                                 "time/cpu_s": time.process_time() - t_cpu}, step)
+            window = []
+        if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            run_eval(step)
+        if step % cfg.save_every == 0 or step == cfg.max_steps:
+            if env.is_main:
+                save_checkpoint(ckpt_dir, step, model, optimizer, {
+                    "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(), "skipped_too_long": skipped,
+                })
+            env.barrier()
+    return SFTResult(step, rates, sampler.report(), skipped, time.perf_counter() - t_wall, time.process_time() - t_cpu, history)
+
+
+__all__ = ["SFTResult", "freeze_vision", "train_sft"]
