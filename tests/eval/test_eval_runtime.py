@@ -1,0 +1,100 @@
+"""The evaluate job, the `venus eval` commands and the EVAL_SUITES plugin, on the untrained tiny model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from venus_core.config import AgentSpec
+from venus_core.config.registry import EVAL_SUITES
+from venus_core.eval import suites
+from venus_core.eval.results import load_result
+
+from eval_fixtures import write_grounding, write_trajectories
+
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from venus_core.models.tiny import build_tiny
+
+    return build_tiny(AgentSpec().model.tiny, tmp_path_factory.mktemp("eval-tiny") / "tiny")
+
+
+def test_plugin_registers_the_evaluators(tmp_path: Path) -> None:
+    assert {"grounding", "nav_offline", "nav_offline_low"} <= set(EVAL_SUITES.names())
+    assert suites.get_evaluator("grounding") is suites.grounding
+    assert suites.evaluator_for_dataset(write_grounding(tmp_path / "g")) == "grounding"
+    assert suites.evaluator_for_dataset(write_trajectories(tmp_path / "n")) == "nav_offline"
+    assert suites.parse_model_ref("mid=/ckpt/mid_train") == ("mid", "/ckpt/mid_train")
+    assert suites.parse_model_ref("/ckpt/merged/") == ("merged", "/ckpt/merged/")
+    with pytest.raises(ValueError, match="NAME=CKPT"):
+        suites.parse_model_ref("=x")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        suites.make_predictor("m", str(tmp_path / "absent"), AgentSpec().model)
+
+
+@pytest.mark.slow
+def test_evaluate_job_two_models(tmp_path: Path, tiny_ckpt: Path) -> None:
+    from venus_core.runtime.evaluate import main
+
+    g = write_grounding(tmp_path / "ss")
+    n = write_trajectories(tmp_path / "ac")
+    out = tmp_path / "out"
+    rc = main(["--spec", "agents/venus-tiny", "--set", "eval.batch_size=4", "--model", f"mid={tiny_ckpt}",
+               "--model", f"merged={tiny_ckpt}", "--data", str(g), "--data", str(n), "--limit", "1", "--out", str(out)])
+    assert rc == 0
+    files = sorted(p.name for p in (out / "results").iterdir())
+    assert files == ["merged--ac.json", "merged--ss.json", "mid--ac.json", "mid--ss.json"]
+    res = load_result(out / "results" / "mid--ss.json")
+    assert res.label == "mid" and res.summary["overall"]["n"] == 1 and res.settings["batch_size"] == 4
+    assert res.settings["repetition_penalty"] == 1.05 and res.settings["temperature"] == 0.0
+    nav = load_result(out / "results" / "mid--ac.json")
+    assert nav.summary["step_success"]["n"] == 3  # limit 1 = the first episode's three steps
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["merged"]["ss"]["metric"] == "overall" and summary["mid"]["ac"]["metric"] == "step_success"
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["job"] == "evaluate" and {i["uri"] for i in prov["inputs"]} >= {str(g), str(n), str(tiny_ckpt)}
+    assert all(i["sha256"] for i in prov["inputs"])
+    html = (out / "report.html").read_text()
+    assert 'id="comparison"' in html and 'id="published"' in html  # fixture source is screenspot-pro
+
+
+def test_evaluate_job_needs_suites(tmp_path: Path) -> None:
+    from venus_core.runtime.evaluate import main
+
+    with pytest.raises(ValueError, match="nothing to evaluate"):
+        main(["--spec", "agents/venus-tiny", "--model", "tiny", "--out", str(tmp_path / "o")])
+    with pytest.raises(FileNotFoundError, match="not a directory"):
+        main(["--spec", "agents/venus-tiny", "--model", "tiny", "--data", str(tmp_path / "nope"), "--out", str(tmp_path)])
+
+
+def test_cli_grounding_and_report(tmp_path: Path, tiny_ckpt: Path) -> None:
+    from venus_core.cli.eval_cmd import register
+
+    app = typer.Typer()
+    register(app)
+
+    @app.command()
+    def version() -> None:  # a second command, so that typer keeps `eval` as a group
+        pass
+
+    runner = CliRunner()
+    g = write_grounding(tmp_path / "ss")
+    out = tmp_path / "cli"
+    r = runner.invoke(app, ["eval", "grounding", "--model", str(tiny_ckpt), "--data", str(g), "--limit", "2",
+                            "--batch-size", "2", "--out", str(out), "--name", "tiny-untrained"])
+    assert r.exit_code == 0, r.output
+    assert "tiny-untrained" in r.output and "overall" in r.output
+    assert load_result(out / "ss.json").model == "tiny-untrained" and (out / "report.html").is_file()
+    r = runner.invoke(app, ["eval", "report", str(out / "ss.json"), str(out / "ss.json"), "--out", str(tmp_path / "c.html")])
+    assert r.exit_code == 0 and 'id="comparison"' in (tmp_path / "c.html").read_text()
+    r = runner.invoke(app, ["eval", "report", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "missing.json: result file not found" in r.output
+    r = runner.invoke(app, ["eval", "nav-offline", "--model", str(tiny_ckpt), "--data", str(g), "--level", "mid"])
+    assert r.exit_code == 2 and "--level must be high or low" in r.output
+    shutil.rmtree(out)
