@@ -1,0 +1,115 @@
+"""The navigation GRPO job's epoch logic: history alignment and sparse action enhancement
+(`venus_core.rl.history`) wired into `OfflineGRPO.train` as its item source and hooks.
+
+Per epoch: the prompts are the (aligned) training steps plus the sparse-action variants. During
+the epoch, the GRPO rollouts whose action matches the ground truth feed the thought pool (free:
+they are sampled anyway). After the epoch, R more rollouts per training step are sampled
+(UI-Venus-1.0's "sample R rollouts per step"), pooled, and then every step's history is aligned
+and the variants are rebuilt from the pool. Departure: the paper samples only the R post-epoch
+rollouts; pooling the training rollouts as well costs nothing and fills the pool sooner.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from venus_core.config.spec import OfflineRLDomainSpec
+from venus_core.data.schema import NavigationStep
+from venus_core.models.batches import OpenImage
+from venus_core.rewards.base import RewardResult, score_batch
+from venus_core.rl.grpo import OfflineGRPO, PromptItem
+from venus_core.rl.history import ThoughtPool, action_mix, add_rollouts, align_history, sparse_variants
+from venus_core.rl.prompts import navigation_item
+from venus_core.rl.rollout import RolloutBatch, sample_groups
+from venus_core.train.tracker import Tracker
+
+
+class NavigationEpochs:
+    """Item source + hooks for `OfflineGRPO.train` on navigation steps."""
+
+    def __init__(self, steps: Sequence[NavigationStep], open_image: OpenImage, spec: OfflineRLDomainSpec,
+                 tracker: Tracker) -> None:
+        if not steps:
+            raise ValueError("navigation GRPO: no training steps")
+        self.base = list(steps)
+        self.current = list(steps)
+        self.by_id: dict[str, NavigationStep] = {s.id: s for s in steps}
+        self.open_image = open_image
+        self.spec = spec
+        self.tracker = tracker
+        self.pool = ThoughtPool()
+        self.rng = random.Random(spec.seed)
+        self.variants: list[NavigationStep] = []
+        self.mix_before = action_mix(self.base)
+        self.stats: dict[str, Any] = {"epochs": []}
+        self._rebuild_variants()
+        self.stats["action_mix_before"] = self.mix_before
+        self.stats["action_mix_after"] = action_mix(self.current + self.variants)
+
+    def _rebuild_variants(self) -> None:
+        sa = self.spec.sparse_actions
+        if sa is None or not sa.enabled:
+            self.variants = []
+            return
+        self.variants, self.distinct = sparse_variants(self.current, self.pool, sa.actions, sa.variants, self.rng)
+        for v in self.variants:
+            self.by_id[v.id] = v
+
+    def items_for_epoch(self, epoch: int) -> list[PromptItem]:
+        return [navigation_item(s, self.open_image) for s in self.current + self.variants]
+
+    def hook(self, step: int, items: Sequence[PromptItem], batch: RolloutBatch, results: list[RewardResult]) -> None:
+        """Pool the matching thoughts of this GRPO step's rollouts."""
+        if self.spec.history_alignment is None or not self.spec.history_alignment.enabled:
+            return
+        g = batch.group_size
+        for i, it in enumerate(items):
+            s = self.by_id[it.record_id]
+            add_rollouts(self.pool, s, batch.texts[i * g : (i + 1) * g], [r.total for r in results[i * g : (i + 1) * g]])
+
+    def after_epoch(self, trainer: OfflineGRPO, epoch: int) -> None:
+        """Sample R rollouts per step, pool the matching thoughts, align histories, rebuild variants."""
+        ha = self.spec.history_alignment
+        matched = 0
+        replaced = 0
+        if ha is not None and ha.enabled:
+            matched = self._pool_rollouts(trainer, ha.rollouts, epoch)
+            aligned = []
+            for s in self.base:
+                new, k = align_history(s, self.pool, ha.selection, self.rng)
+                aligned.append(new)
+                replaced += k
+            self.current = aligned
+            self.by_id.update({s.id: s for s in aligned})
+        self._rebuild_variants()
+        mix = action_mix(self.current + self.variants)
+        record = {"epoch": epoch, "pool_thoughts": len(self.pool), "rollouts_matched": matched,
+                  "history_thoughts_replaced": replaced, "sparse_variants": len(self.variants),
+                  "sparse_variants_distinct": getattr(self, "distinct", 0), "action_mix": mix}
+        self.stats["epochs"].append(record)
+        self.stats["action_mix_after"] = mix
+        self.tracker.log_metrics({k: float(v) for k, v in record.items() if k != "action_mix"}, epoch)
+
+    def _pool_rollouts(self, trainer: OfflineGRPO, r: int, epoch: int) -> int:
+        spec = self.spec
+        matched = 0
+        chunk = max(1, spec.prompts_per_step)
+        for k in range(0, len(self.base), chunk):
+            steps = self.base[k : k + chunk]
+            prompts = [navigation_item(s, self.open_image).messages for s in steps]
+            g = r
+            batch = sample_groups(trainer.model, trainer.processor, prompts, g, spec.max_new_tokens,  # type: ignore[arg-type]
+                                  temperature=spec.temperature, top_p=spec.top_p,
+                                  seed=spec.seed * 7919 + epoch * 100_003 + k)
+            refs = [{"action": s.action, "target_box": list(s.target_box) if s.target_box else None}
+                    for s in steps for _ in range(g)]
+            results = score_batch(trainer.reward_fn, batch.texts, refs, spec.rewards, 1.0)
+            for i, s in enumerate(steps):
+                texts = batch.texts[i * g : i * g + r]
+                matched += add_rollouts(self.pool, s, texts, [x.total for x in results[i * g : i * g + r]])
+        return matched
+
+
+__all__ = ["NavigationEpochs"]

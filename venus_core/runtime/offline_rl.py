@@ -1,0 +1,200 @@
+"""Runtime job `offline_rl`: one offline GRPO specialist (grounding, mobile or web) from an SFT checkpoint.
+
+    python -m venus_core.runtime.offline_rl --domain grounding|mobile|web --spec AGENT \
+        --model CKPT_DIR --data DIR [--data DIR] [--eval-data DIR] --out DIR [--set k=v]
+
+Writes `OUT/model/` (HF checkpoint, LoRA merged), `OUT/metrics.jsonl` (every GRPO step through the
+Tracker interface) and `OUT/report.json`: provenance (inputs + sha256, resolved spec, git
+revision), held-out metrics before and after with 95 % Wilson intervals, the trainer summary and,
+for navigation, the history-alignment / sparse-action statistics (action mix before and after).
+
+Held-out set: `--eval-data` when given; otherwise a seeded split of the training records by
+episode (navigation) or record (grounding) of min(`eval.held_out`, 20 %) records. Grounding takes
+`GroundingSample` records; mobile / web take `NavigationStep` records and `Trajectory` records
+(expanded with `data.history_len`) of that platform. Records of other kinds are counted in the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from venus_core.config import AgentSpec
+from venus_core.data.schema import GroundingSample, NavigationStep
+from venus_core.data.store import DatasetReader
+from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.train.tracker import JsonlTracker, Tracker
+
+JOB = "offline_rl"
+DOMAINS = ("grounding", "mobile", "web")
+
+
+class ImageStores:
+    """Opens a content-addressed image ref from whichever of several datasets holds it."""
+
+    def __init__(self, readers: Sequence[DatasetReader]) -> None:
+        self.readers = list(readers)
+
+    def __call__(self, ref: str):  # type: ignore[no-untyped-def]
+        for r in self.readers:
+            if r.image_path(ref).is_file():
+                return r.open_image(ref)
+        raise FileNotFoundError(f"image {ref} is in none of {[str(r.path) for r in self.readers]}")
+
+
+def load_records(dirs: Sequence[str], domain: str, history_len: int) -> tuple[list[Any], ImageStores, dict[str, int]]:
+    """Records of `domain` from every dataset in `dirs`, the image opener, and counts per kind seen."""
+    readers = [DatasetReader(d) for d in dirs]
+    out: list[Any] = []
+    seen: Counter[str] = Counter()
+    for reader in readers:
+        for rec in reader:
+            seen[rec.kind] += 1
+            if domain == "grounding":
+                if isinstance(rec, GroundingSample):
+                    out.append(rec)
+            elif rec.kind == "trajectory" and rec.platform == domain:  # type: ignore[union-attr]
+                out.extend(rec.to_steps(history_len))  # type: ignore[union-attr]
+            elif isinstance(rec, NavigationStep) and rec.platform == domain:
+                out.append(rec)
+    if not out:
+        raise ValueError(f"offline_rl --domain {domain}: no usable records in {list(dirs)} (kinds seen: {dict(seen)})")
+    return out, ImageStores(readers), dict(seen)
+
+
+def _group_key(rec: Any) -> str:
+    return rec.episode_id if isinstance(rec, NavigationStep) else rec.id
+
+
+def split_held_out(records: Sequence[Any], n_max: int, seed: int) -> tuple[list[Any], list[Any]]:
+    """(train, held-out) by group (episode or record), seeded; held-out ≤ min(n_max, 20 %)."""
+    want = min(n_max, len(records) // 5)
+    keys = sorted({_group_key(r) for r in records},
+                  key=lambda k: hashlib.sha256(f"{seed}:{k}".encode()).hexdigest())
+    held: set[str] = set()
+    count = Counter(_group_key(r) for r in records)
+    total = 0
+    for k in keys:
+        if total >= want:
+            break
+        held.add(k)
+        total += count[k]
+    return [r for r in records if _group_key(r) not in held], [r for r in records if _group_key(r) in held]
+
+
+def _rates(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.to_dict() for k, v in d.items()}
+
+
+def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: Path, *,
+        eval_data: Sequence[str] = (), tracker: Tracker | None = None, minibatches: int = 1) -> dict[str, Any]:
+    """The job body (also called in process by tests and the pipeline's local runner)."""
+    from venus_core.models.loading import load_model, save_model
+    from venus_core.rl.grpo import OfflineGRPO
+    from venus_core.rl.navigation import NavigationEpochs
+    from venus_core.rl.prompts import evaluate_grounding, evaluate_navigation, grounding_item
+
+    if domain not in DOMAINS:
+        raise ValueError(f"--domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
+    dspec = getattr(spec.offline_rl, domain)
+    out.mkdir(parents=True, exist_ok=True)
+    prov = provenance(JOB, spec, [model_dir, *data, *eval_data])
+    if not dspec.enabled:
+        report = {"provenance": prov, "domain": domain, "skipped": f"offline_rl.{domain}.enabled is false"}
+        write_json_atomic(out / "report.json", report)
+        return report
+    torch.manual_seed(dspec.seed)
+    random.seed(dspec.seed)
+    records, opener, kinds = load_records(data, domain, spec.data.history_len)
+    if eval_data:
+        held, eval_opener, _ = load_records(eval_data, domain, spec.data.history_len)
+        train = records
+        held = held[: spec.eval.held_out]
+    else:
+        train, held = split_held_out(records, spec.eval.held_out, spec.data.seed)
+        eval_opener = opener
+    if not held:
+        raise ValueError(f"offline_rl: no held-out records (pass --eval-data or more data than {len(records)} records)")
+    tracker = tracker or JsonlTracker(out / "metrics.jsonl")
+    tracker.log_params({"domain": domain, **{f"offline_rl.{domain}.{k}": v for k, v in dspec.model_dump().items()}})
+    model, processor = load_model(model_dir, spec.model)
+
+    def evaluate(m: Any) -> dict[str, Any]:
+        kw = {"repetition_penalty": spec.eval.repetition_penalty, "batch_size": spec.eval.batch_size,
+              "max_new_tokens": dspec.max_new_tokens}
+        if domain == "grounding":
+            return _rates(evaluate_grounding(m, processor, held, eval_opener, **kw))
+        return _rates(evaluate_navigation(m, processor, held, eval_opener, **kw))
+
+    t0 = time.perf_counter()
+    before = evaluate(model)
+    t_eval = time.perf_counter() - t0
+    trainer = OfflineGRPO(model, processor, dspec, tracker, minibatches=minibatches)
+    nav_stats: dict[str, Any] | None = None
+    t1 = time.perf_counter()
+    if domain == "grounding":
+        items = [grounding_item(r, opener) for r in train]
+        trainer.train(lambda epoch: items)
+    else:
+        epochs = NavigationEpochs(train, opener, dspec, tracker)
+        trainer.train(epochs.items_for_epoch, hook=epochs.hook,
+                      after_epoch=lambda e: epochs.after_epoch(trainer, e))
+        nav_stats = epochs.stats
+    t_train = time.perf_counter() - t1
+    final = trainer.trained_model()
+    final.eval()
+    after = evaluate(final)
+    report: dict[str, Any] = {
+        "provenance": prov,
+        "domain": domain,
+        "records": {"train": len(train), "held_out": len(held), "kinds_seen": kinds},
+        "held_out_before": before,
+        "held_out_after": after,
+        "trainer": trainer.summary(),
+        "steps": dspec.max_steps,
+        "seconds": {"train": round(t_train, 1), "eval_each": round(t_eval, 1)},
+        "torch_threads": torch.get_num_threads(),
+    }
+    if nav_stats is not None:
+        report["navigation"] = nav_stats
+    save_model(final, processor, out / "model", **{"venus_provenance.json": _json(prov)})
+    write_json_atomic(out / "report.json", report)
+    tracker.log_artifact(out / "report.json", "report.json")
+    return report
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = job_parser(JOB, "Offline GRPO for one domain, from an SFT checkpoint.")
+    p.add_argument("--domain", required=True, choices=DOMAINS)
+    p.add_argument("--model", required=True, help="HF checkpoint directory to start from")
+    p.add_argument("--data", action="append", required=True, help="dataset directory (repeatable)")
+    p.add_argument("--eval-data", action="append", default=[], help="held-out dataset directory (repeatable)")
+    args = p.parse_args(argv)
+    spec = load_job_spec(args)
+    report = run(spec, args.domain, args.model, args.data, Path(args.out), eval_data=args.eval_data)
+    if "skipped" in report:
+        print(report["skipped"])
+        return 0
+    for key in report["held_out_before"]:
+        b, a = report["held_out_before"][key], report["held_out_after"][key]
+        print(f"{key}: {b['value']:.3f} [{b['ci95_low']:.3f}, {b['ci95_high']:.3f}] -> "
+              f"{a['value']:.3f} [{a['ci95_low']:.3f}, {a['ci95_high']:.3f}] (n={a['n']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
