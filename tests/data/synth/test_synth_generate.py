@@ -16,7 +16,7 @@ from venus_core.data.synth.generate import _Ctx, sample_screen
 from venus_core.data.synth.phone import norm_box
 
 
-@pytest.mark.parametrize("level", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("level", [0, 1, 2, 3, 4, 5, 6])
 @pytest.mark.parametrize("platform", ["mobile", "web"])
 def test_plans_reach_goal_when_replayed(level: int, platform: str) -> None:
     for seed in range(6):
@@ -43,7 +43,7 @@ def test_long_chinese_tasks() -> None:
 
 
 def test_levels_and_mixture_counts() -> None:
-    assert sorted(LEVELS) == [0, 1, 2, 3, 4, 5]
+    assert sorted(LEVELS) == [0, 1, 2, 3, 4, 5, 6]
     c = mixture_counts(1000)
     assert c == {"perception": 208, "vqa": 221, "grounding": 248, "navigation": 323}
     assert sum(mixture_counts(7).values()) == 7

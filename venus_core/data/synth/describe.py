@@ -8,7 +8,7 @@ factual, and consistent with the action they accompany.
 
 from __future__ import annotations
 
-from venus_core.actions.space import Action, Click, Finished, Launch, LongPress, PressBack, \
+from venus_core.actions.space import Action, CallUser, Click, Finished, Launch, LongPress, PressBack, \
     PressEnter, PressHome, Scroll, Type
 from venus_core.data.synth.widgets import Screen, Widget
 
@@ -80,6 +80,10 @@ def step_texts(goal: str, lang: str, action: Action, widget: Widget | None,
                 else ("I go to the home screen.", "Back on the home screen."))
     if isinstance(action, PressEnter):
         return (("按回车键提交。", "已提交。") if zh else ("I press Enter to submit.", "Submitted."))
+    if isinstance(action, CallUser):
+        return ((f"屏幕上显示了答案，告诉用户：{action.content}。", f"已告诉用户：{action.content}。")
+                if zh else (f"The screen shows the answer; I tell the user: {action.content}.",
+                            f"Told the user: {action.content}."))
     if isinstance(action, Finished):
         if action.content:
             return ((f"屏幕上显示了答案：{action.content}。", f"答案是{action.content}。") if zh

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Literal
 
 from venus_core.actions.render import render_action
-from venus_core.actions.space import Finished
 from venus_core.data.schema import (
     GroundingSample, Provenance, QASample, Trajectory, TrajectoryStep,
 )
@@ -137,7 +136,11 @@ def grounding_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWri
 
 def trajectory(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, seed: int,
                idx: int) -> Trajectory:
-    """A planned episode replayed through `Phone.step`, one screenshot per step, then Finished."""
+    """A planned episode replayed through `Phone.step`, one screenshot per step, then Finished.
+
+    An information task closes with Finished(content=answer) or CallUser(content=answer) after its
+    answer is checked against the final state and the final screen.
+    """
     ep = sample_episode(rng, level, c.view)
     phone, ctx, goal = ep.phone, ep.ctx, ep.task.goal
     state = ep.start
@@ -157,8 +160,13 @@ def trajectory(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, s
         state = result.state
     if not ep.task.done(state):
         raise RuntimeError(f"trajectory {idx}: plan for {goal!r} does not reach the goal")
-    final = Finished(content=ep.task.answer)
     screen = phone.view(state, ctx)
+    if ep.task.answer:
+        held = ep.task.answer_in(state)
+        if held != ep.task.answer or not any(ep.task.answer in t for t in screen.texts()):
+            raise RuntimeError(f"trajectory {idx}: answer {ep.task.answer!r} to {goal!r} is not "
+                               f"what the final state holds ({held!r}) or not on its screen")
+    final = ep.task.final_action()
     think, conclusion = step_texts(goal, c.lang, final, None, screen)
     steps.append(TrajectoryStep(
         image=writer.put_image(render(screen, c.size, c.theme)), image_size=c.size, think=think,
@@ -168,7 +176,7 @@ def trajectory(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, s
                       platform=c.platform, goal=goal, steps=steps, success=True,
                       provenance=_provenance("navigation", seed, idx, level),
                       meta={"level": level, "lang": c.lang, "apps": list(ep.task.apps),
-                            "theme": c.theme})
+                            "theme": c.theme, "answer": ep.task.answer})
 
 
 def qa_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, seed: int,

@@ -4,7 +4,8 @@ Why: a tiny model trained from scratch on CPU learns only with a curriculum (mea
 ENVIRONMENT.md: free layouts stay at chance after 4 CPU-minutes, a 3x3 grid with colour cues
 reaches ~30 %, one target on screen ~80 % in 5 CPU-minutes). Each level fixes what a screen looks
 like, how long tasks are, the default image size and the language mix. Levels 0–2 navigate with
-single clicks on the board app; the real apps come in at level 3.
+single clicks on the board app; the real apps come in at level 3; levels 5-6 chain several goals
+across apps (see `longtasks`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ LEVELS: dict[int, str] = {
     2: "grid of 3-9 labelled buttons, pick by text; single-step tasks",
     3: "real app screens (settings, messages, shop, form, home), free layout; 1-step navigation",
     4: "real apps, multi-step tasks (2-5 steps), possibly starting from another app",
-    5: "long multi-app tasks (6 to 20+ steps); half the samples in Chinese",
+    5: "multi-app composite tasks (6-19 steps), maybe ending with a question; half in Chinese",
+    6: "long composite tasks (20-48 steps) across apps, maybe ending with a question; half in Chinese",
 }
 
 
@@ -35,6 +37,7 @@ SPECS: dict[int, LevelSpec] = {
     3: LevelSpec((256, 256), (320, 200), 0.0),
     4: LevelSpec((256, 256), (320, 200), 0.0),
     5: LevelSpec((256, 448), (448, 256), 0.5),
+    6: LevelSpec((288, 512), (512, 288), 0.5),
 }
 
 

@@ -50,6 +50,16 @@ def _allowed_change(phone: Phone, old: PhoneState, new: PhoneState,
     return True
 
 
+def swipe(w: Widget, direction: str, ctx: ViewContext) -> Scroll:
+    """A swipe over the middle half of scrollable `w` ("up" reveals what is further down)."""
+    x1, y1, x2, y2 = w.box
+    cx = (x1 + x2) / 2
+    lo, hi = to_norm(cx, y1 + (y2 - y1) * 0.75, ctx), to_norm(cx, y1 + (y2 - y1) * 0.25, ctx)
+    if direction == "up":
+        return Scroll(direction="up", start=lo, end=hi)
+    return Scroll(direction="down", start=hi, end=lo)
+
+
 def _valid(action: Action, platform: str) -> bool:
     try:
         validate_action(action, platform)
@@ -86,11 +96,7 @@ def moves(phone: Phone, state: PhoneState, ctx: ViewContext, texts: Sequence[str
     extra: list[Action] = [PressEnter()]
     for w in screen.widgets:
         if w.scrollable:
-            x1, y1, x2, y2 = w.box
-            cx = (x1 + x2) / 2
-            lo, hi = to_norm(cx, y1 + (y2 - y1) * 0.75, ctx), to_norm(cx, y1 + (y2 - y1) * 0.25, ctx)
-            extra += [Scroll(direction="up", start=lo, end=hi),
-                      Scroll(direction="down", start=hi, end=lo)]
+            extra += [swipe(w, "up", ctx), swipe(w, "down", ctx)]
     extra.append(PressBack())
     for name in phone.apps:
         if name not in (HOME, state.foreground):

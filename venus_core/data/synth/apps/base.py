@@ -7,7 +7,8 @@ was typed), never pixels: hit-testing lives in `phone.step`, once for all apps. 
 frozen dataclass of tuples, so it is hashable and a planner can search over it.
 
 Tasks are sampled by the app from a state (`tasks`), each with a success predicate on the app
-state, never on pixels.
+state, never on pixels, and (for the long levels) a `script` of intended interactions that
+`script.run_script` turns into concrete actions in one pass instead of a search.
 """
 
 from __future__ import annotations
@@ -40,6 +41,24 @@ HandlerResult = Any  # AppState | OpenApp | GoHome | None
 
 
 @dataclass(frozen=True)
+class Op:
+    """One intended interaction of a scripted plan (see `venus_core.data.synth.script`).
+
+    kind: "open" (bring `arg` app to the foreground at its root page), "tap" / "long" (the widget
+    whose key is `arg`, scrolling to it first if needed), "see" (scroll until widget `arg` is
+    visible), "type" (`arg` into the focused field), "enter", "back".
+    """
+
+    kind: str
+    arg: str = ""
+
+
+def ops(app: str, *steps: str | Op) -> tuple[Op, ...]:
+    """A script: open `app`, then taps of the given widget keys (or explicit `Op`s)."""
+    return (Op("open", app),) + tuple(s if isinstance(s, Op) else Op("tap", s) for s in steps)
+
+
+@dataclass(frozen=True)
 class AtomicTask:
     """One goal inside one app, in one language, with a predicate on that app's state.
 
@@ -58,6 +77,12 @@ class AtomicTask:
     kind: str = "state"
     milestones: tuple[Callable[[AppState], bool], ...] = ()
     touches: tuple[str, ...] = ()  # data fields (not `App.nav_fields`) the goal may change
+    # The app's own macro plan from the state the task was sampled in (fast, used by the long
+    # levels); empty: plan by breadth-first search only.
+    script: tuple[Op, ...] = ()
+    # Information tasks: the answer read back from the app state at the end of the plan, so the
+    # generator checks the answer against the state it was asked about.
+    answer_of: Callable[[AppState], str] | None = None
 
 
 def pick(lang: str, en: str, zh: str) -> str:

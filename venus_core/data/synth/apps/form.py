@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, replace
 
 from venus_core.config.registry import SYNTH_APPS
-from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, pick
+from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, Op, ops, pick
 from venus_core.data.synth.i18n import ViewContext
 from venus_core.data.synth.layout import chrome, dialog, scroll_by
 from venus_core.data.synth.widgets import Screen, Widget
@@ -186,26 +186,36 @@ class Form(App):
         city = rng.choice(CITIES)[1 if zh else 0]
         ci = rng.randrange(len(COUNTRIES))
         cname = _country(ci, lang)
+
+        def fill(field: str, value: str) -> tuple[Op, ...]:
+            """Focus an empty field and type; () when the field is filled (Type would append)."""
+            return ops(self.name, f"field:{field}", Op("type", value)) if not getattr(s, field) \
+                else ()
+
+        agree = () if s.agree else ("check:agree",)
         out = [
             AtomicTask(self.name, pick(lang, f'Enter "{name}" as the full name',
                                        f"在姓名栏填写“{name}”"),
-                       lambda st, v=name: st.name == v, texts=(name,), touches=("name",)),
+                       lambda st, v=name: st.name == v, texts=(name,), touches=("name",),
+                       script=fill("name", name)),
             AtomicTask(self.name, pick(lang, f"Choose {cname} as the country",
                                        f"国家选择{cname}"),
                        lambda st, c=ci: st.country == c and not st.picker,
-                       touches=("country",)),
+                       touches=("country",), script=ops(self.name, "row:country", f"country:{ci}")),
             AtomicTask(self.name, pick(lang, "Accept the terms", "勾选同意条款"),
-                       lambda st: st.agree, touches=("agree",)),
+                       lambda st: st.agree, touches=("agree",), script=ops(self.name, *agree)),
             AtomicTask(self.name, pick(lang, f"Turn {'off' if s.newsletter else 'on'} the newsletter",
                                        f"{'关闭' if s.newsletter else '开启'}订阅通讯"),
                        lambda st, v=not s.newsletter: st.newsletter == v,
-                       touches=("newsletter",)),
+                       touches=("newsletter",), script=ops(self.name, "toggle:newsletter")),
             AtomicTask(self.name, pick(lang, f"Enter the city {city}", f"城市填写{city}"),
-                       lambda st, v=city: st.city == v, texts=(city,), touches=("city",)),
+                       lambda st, v=city: st.city == v, texts=(city,), touches=("city",),
+                       script=fill("city", city)),
         ]
         milestones = (lambda st, v=name: st.name == v, lambda st, v=email: st.email == v,
                       lambda st, c=ci: st.country == c and not st.picker,
                       lambda st: st.agree, lambda st: st.submitted)
+        blank = not (s.name or s.email or s.city)
         out.append(AtomicTask(
             self.name,
             pick(lang, f"Sign up as {name} with email {email}, country {cname}",
@@ -213,7 +223,27 @@ class Form(App):
             lambda st, v=name, e=email, c=ci: (st.submitted and st.name == v and st.email == e
                                                 and st.country == c),
             texts=(name, email), milestones=milestones,
-            touches=("name", "email", "country", "agree", "submitted")))
+            touches=("name", "email", "country", "agree", "submitted"),
+            script=ops(self.name, *fill("name", name)[1:], *fill("email", email)[1:],
+                       "row:country", f"country:{ci}", *agree, "btn:submit") if blank else ()))
+        if blank:
+            news = rng.random() < 0.5
+            out.append(AtomicTask(
+                self.name,
+                pick(lang, f"Fill in the whole sign-up form (name {name}, email {email}, city "
+                           f"{city}, country {cname}, newsletter {'on' if news else 'off'}), "
+                           "accept the terms and submit it",
+                     f"填写整张注册表（姓名{name}，邮箱{email}，城市{city}，国家{cname}，"
+                     f"订阅通讯{'开启' if news else '关闭'}），勾选同意条款并提交"),
+                lambda st, v=name, e=email, t=city, c=ci, w=news: (
+                    st.submitted and (st.name, st.email, st.city, st.country, st.newsletter)
+                    == (v, e, t, c, w)),
+                texts=(name, email, city), touches=("name", "email", "city", "country",
+                                                    "newsletter", "agree", "submitted"),
+                script=ops(self.name, *fill("name", name)[1:], *fill("email", email)[1:],
+                           *fill("city", city)[1:], "row:country", f"country:{ci}",
+                           *(("toggle:newsletter",) if news != s.newsletter else ()), *agree,
+                           "btn:submit")))
         return out
 
 

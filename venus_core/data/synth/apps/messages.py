@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, replace
 
 from venus_core.config.registry import SYNTH_APPS
-from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, pick
+from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, Op, ops, pick
 from venus_core.data.synth.i18n import ViewContext
 from venus_core.data.synth.layout import (
     BarAction, Row, chrome, dialog, list_rows, row_height, scroll_by,
@@ -250,46 +250,91 @@ class Messages(App):
         return value == ""
 
     # -- tasks ---------------------------------------------------------------------------------
+    def _to_chat(self, s: MessagesState, who: int) -> tuple[str, ...]:
+        """Widget keys from the root to the chat with contact `who` (chats tab, else contacts)."""
+        if s.thread(who):
+            return ("tab:chats", f"chat:{who}")
+        return ("tab:contacts", f"contact:{who}")
+
     def tasks(self, s: MessagesState, rng: random.Random, lang: str) -> list[AtomicTask]:
         out: list[AtomicTask] = []
         who = rng.randrange(len(s.contacts))
         name = s.name(who, lang)
         en, zh = rng.choice(PHRASES)
         text = zh if lang == "zh" else en
+        send = rng.choice([Op("tap", "btn:send"), Op("enter")])
         out.append(AtomicTask(
             self.name, pick(lang, f'Send "{text}" to {name}', f"给{name}发送“{text}”"),
             lambda st, i=who, t=text: bool(st.thread(i)) and st.thread(i)[-1][:2] == (True, t),
-            texts=(text,), touches=("threads",)))
+            texts=(text,), touches=("threads",),
+            script=ops(self.name, *self._to_chat(s, who), "field:draft", Op("type", text), send)))
         out.append(AtomicTask(self.name, pick(lang, f"Open the chat with {name}",
                                               f"打开与{name}的聊天"),
-                              lambda st, i=who: st.page == "chat" and st.open == i))
+                              lambda st, i=who: st.page == "chat" and st.open == i,
+                              script=ops(self.name, *self._to_chat(s, who))))
         out.append(AtomicTask(self.name, pick(lang, "Show the contacts list", "查看联系人列表"),
-                              lambda st: st.page == "list" and st.tab == "contacts"))
-        new_en, new_zh = rng.choice([n for n in NAMES if n[0] not in {c[0] for c in s.contacts}]
+                              lambda st: st.page == "list" and st.tab == "contacts",
+                              script=ops(self.name, "tab:contacts")))
+        taken = {c[0] for c in s.contacts} | {c[1] for c in s.contacts}
+        new_en, new_zh = rng.choice([n for n in NAMES if n[0] not in taken and n[1] not in taken]
                                     or [("Zoe", "佐伊")])
         new = new_zh if lang == "zh" else new_en
         phone = f"555-{rng.randint(1000, 9999)}"
-        out.append(AtomicTask(
-            self.name, pick(lang, f"Add a contact named {new} with phone {phone}",
-                            f"添加联系人{new}，电话{phone}"),
-            lambda st, n=new, p=phone: any(c[0] == n and c[2] == p for c in st.contacts),
-            texts=(new, phone), touches=("contacts",)))
+        if new not in taken:
+            out.append(AtomicTask(
+                self.name, pick(lang, f"Add a contact named {new} with phone {phone}",
+                                f"添加联系人{new}，电话{phone}"),
+                lambda st, n=new, p=phone: any(c[0] == n and c[2] == p for c in st.contacts),
+                texts=(new, phone), touches=("contacts",),
+                script=ops(self.name, "tab:contacts", "bar:add", "field:name", Op("type", new),
+                           "field:phone", Op("type", phone), "btn:save")))
         if s.threads:
             idx, msgs = rng.choice(s.threads)
             cname = s.name(idx, lang)
             out.append(AtomicTask(self.name, pick(lang, f"Delete the chat with {cname}",
                                                   f"删除与{cname}的聊天"),
                                   lambda st, i=idx: not st.thread(i),
-                                  touches=("threads", "pinned")))
+                                  touches=("threads", "pinned"),
+                                  script=ops(self.name, "tab:chats", Op("long", f"chat:{idx}"),
+                                             "btn:delete")))
             if idx not in s.pinned:
                 out.append(AtomicTask(self.name, pick(lang, f"Pin the chat with {cname}",
                                                       f"置顶与{cname}的聊天"),
-                                      lambda st, i=idx: i in st.pinned, touches=("pinned",)))
+                                      lambda st, i=idx: i in st.pinned, touches=("pinned",),
+                                      script=ops(self.name, "tab:chats", Op("long", f"chat:{idx}"),
+                                                 "btn:pin")))
             out.append(AtomicTask(
                 self.name, pick(lang, f"What is the last message in the chat with {cname}?",
                                 f"与{cname}的聊天中最后一条消息是什么？"),
                 lambda st, i=idx: st.page == "chat" and st.open == i,
-                answer=_text(msgs[-1], lang), kind="info"))
+                answer=_text(msgs[-1], lang), kind="info",
+                script=ops(self.name, "tab:chats", f"chat:{idx}"),
+                answer_of=lambda st, i=idx: _text(st.thread(i)[-1], lang) if st.thread(i) else ""))
+        out += self._contact_questions(s, rng, lang)
+        return out
+
+    def _contact_questions(self, s: MessagesState, rng: random.Random, lang: str
+                           ) -> list[AtomicTask]:
+        """"Which contact's number ends in 42?" / "What is Bob's number?" (contacts tab)."""
+        j = rng.randrange(len(s.contacts))
+        number = s.contacts[j][2]
+        suffix = next((number[-k:] for k in (2, 3, 4)
+                       if sum(c[2].endswith(number[-k:]) for c in s.contacts) == 1), "")
+        listed = lambda st: st.page == "list" and st.tab == "contacts" and st.menu < 0  # noqa: E731
+        script = ops(self.name, "tab:contacts", Op("see", f"contact:{j}"))
+        out = [AtomicTask(self.name, pick(lang, f"What is {s.name(j, lang)}'s phone number?",
+                                          f"{s.name(j, lang)}的电话号码是多少？"),
+                          listed, answer=number, kind="info", script=script,
+                          answer_of=lambda st, i=j: st.contacts[i][2])]
+        if suffix:
+            def owner(st: MessagesState, x: str = suffix) -> str:
+                hits = [i for i, c in enumerate(st.contacts) if c[2].endswith(x)]
+                return st.name(hits[0], lang) if len(hits) == 1 else ""
+
+            out.append(AtomicTask(self.name, pick(lang, f"Which contact's number ends in {suffix}?",
+                                                  f"哪位联系人的电话号码尾号是{suffix}？"),
+                                  listed, answer=s.name(j, lang), kind="info", script=script,
+                                  answer_of=owner))
         return out
 
 

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, replace
 
 from venus_core.config.registry import SYNTH_APPS
-from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, pick
+from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, Op, ops, pick
 from venus_core.data.synth.i18n import ViewContext, tr
 from venus_core.data.synth.layout import Row, chrome, dialog, list_rows, row_height, scroll_by
 from venus_core.data.synth.widgets import Screen, Widget
@@ -28,6 +28,7 @@ FONT_SIZES = ("small", "default", "large")
 LANGS = ("en", "zh", "fr")
 MODELS = ("Venus X1", "Pixel Lite", "Nova 7", "Aster 5G", "Orion S")
 LEVEL_MAX = 5
+SWITCH_PAGE = {"dark_mode": "display", "vibrate": "sound", "battery_saver": "battery"}
 
 
 @dataclass(frozen=True)
@@ -199,33 +200,51 @@ class Settings(App):
         for key in SWITCHES:
             want = not s.on(key)
             n = name(f"set.{key}")
+            path = (f"row:{SWITCH_PAGE[key]}",) if key in SWITCH_PAGE else ()
+            confirm = ("btn:ok",) if key == "airplane" and want else ()
             out.append(AtomicTask(
                 self.name, pick(lang, f"Turn {'on' if want else 'off'} {n}",
                                 f"{'打开' if want else '关闭'}{n}"),
-                lambda st, k=key, v=want: st.on(k) == v, touches=("switches",)))
+                lambda st, k=key, v=want: st.on(k) == v, touches=("switches",),
+                script=ops(self.name, *path, f"toggle:{key}", *confirm)))
         for field in ("brightness", "volume"):
-            target = rng.choice([v for v in range(LEVEL_MAX + 1) if v != getattr(s, field)])
+            now = getattr(s, field)
+            target = rng.choice([v for v in range(LEVEL_MAX + 1) if v != now])
             n = name(f"set.{field}")
+            page = "display" if field == "brightness" else "sound"
+            press = [Op("tap", f"{'inc' if target > now else 'dec'}:{field}")] * abs(target - now)
             out.append(AtomicTask(self.name, pick(lang, f"Set the {n.lower()} to {target}",
                                                   f"把{n}调到{target}"),
-                                  lambda st, f=field, t=target: getattr(st, f) == t, touches=(field,)))
+                                  lambda st, f=field, t=target: getattr(st, f) == t, touches=(field,),
+                                  script=ops(self.name, f"row:{page}", *press)))
         size = rng.choice([f for f in FONT_SIZES if f != s.font_size])
         n = name(f"set.font.{size}")
         out.append(AtomicTask(self.name, pick(lang, f"Change the font size to {n}",
                                               f"把字体大小改为{n}"),
-                              lambda st, z=size: st.font_size == z, touches=("font_size",)))
+                              lambda st, z=size: st.font_size == z, touches=("font_size",),
+                              script=ops(self.name, "row:display", "row:font_size",
+                                         f"font:{size}")))
         code = rng.choice([c for c in LANGS if c != s.language])
         n = name(f"set.lang.{code}")
         out.append(AtomicTask(self.name, pick(lang, f"Set the phone language to {n}",
                                               f"把手机语言设置为{n}"),
-                              lambda st, c=code: st.language == c, touches=("language",)))
+                              lambda st, c=code: st.language == c, touches=("language",),
+                              script=ops(self.name, "row:language", f"radio:{code}")))
         out.append(AtomicTask(self.name, pick(lang, "What is the model of this phone?",
                                               "这台手机的型号是什么？"),
                               lambda st: st.page == "about" and st.dialog is None,
-                              answer=s.model, kind="info"))
+                              answer=s.model, kind="info", script=ops(self.name, "row:about"),
+                              answer_of=lambda st: st.model))
+        out.append(AtomicTask(self.name, pick(lang, "Which system version is installed?",
+                                              "手机的系统版本是多少？"),
+                              lambda st: st.page == "about" and st.dialog is None,
+                              answer=s.version, kind="info", script=ops(self.name, "row:about"),
+                              answer_of=lambda st: st.version))
         out.append(AtomicTask(self.name, pick(lang, "What is the battery level?", "电池电量是多少？"),
                               lambda st: st.page == "battery" and st.dialog is None,
-                              answer=f"{s.battery}%", kind="info"))
+                              answer=f"{s.battery}%", kind="info",
+                              script=ops(self.name, "row:battery"),
+                              answer_of=lambda st: f"{st.battery}%"))
         return out
 
 

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, replace
 
 from venus_core.config.registry import SYNTH_APPS
-from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, pick
+from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, Op, ops, pick
 from venus_core.data.synth.i18n import COLORS, ViewContext, tr
 from venus_core.data.synth.layout import (
     BarAction, Row, chrome, dialog, list_rows, row_height, scroll_by,
@@ -248,40 +248,59 @@ class Shop(App):
         pid, price = rng.choice(s.products)
         name = pname(pid, lang)
         have = s.in_cart(pid)
+        tab = f"tab:{PRODUCTS[pid][2]}"
+        submit = rng.choice([Op("enter"), Op("tap", "btn:search")])
         out = [
             AtomicTask(self.name, pick(lang, f"Add {name} to the cart", f"把{name}加入购物车"),
-                       lambda st, p=pid, h=have: st.in_cart(p) > h, touches=("cart",)),
+                       lambda st, p=pid, h=have: st.in_cart(p) > h, touches=("cart",),
+                       script=ops(self.name, tab, f"add:{pid}")),
             AtomicTask(self.name, pick(lang, f'Search for "{name}"', f"搜索“{name}”"),
-                       lambda st, q=name: st.query == q and st.page == "home", texts=(name,)),
+                       lambda st, q=name: st.query == q and st.page == "home", texts=(name,),
+                       script=ops(self.name, "field:search", Op("type", name), submit)),
             AtomicTask(self.name, pick(lang, f"What is the price of {name}?", f"{name}的价格是多少？"),
                        lambda st, p=pid: st.page == "detail" and st.detail == p,
-                       answer=f"${price}", kind="info"),
+                       answer=f"${price}", kind="info",
+                       script=ops(self.name, tab, f"product:{pid}"),
+                       answer_of=lambda st, p=pid: f"${st.price(p)}"),
         ]
+        if not s.query and not s.draft:
+            out.append(AtomicTask(
+                self.name, pick(lang, f'Search for "{name}" and add it to the cart',
+                                f"搜索“{name}”并加入购物车"),
+                lambda st, p=pid, h=have: st.in_cart(p) > h, texts=(name,), touches=("cart",),
+                script=ops(self.name, "field:search", Op("type", name), submit, f"add:{pid}")))
         n = rng.randint(2, 4)
         out.append(AtomicTask(self.name, pick(lang, f"Add {n} {name} to the cart",
                                               f"把{n}件{name}加入购物车"),
                               lambda st, p=pid, t=have + n: st.in_cart(p) == t,
-                              touches=("cart",)))
+                              touches=("cart",),
+                              script=ops(self.name, tab, f"product:{pid}",
+                                         *["qty:inc"] * (n - 1), "btn:add_to_cart")))
         cat = rng.choice([c for c in CATEGORIES if c != s.category])
         cname = tr(f"shop.cat.{cat}", "zh" if lang == "zh" else "en")
         out.append(AtomicTask(self.name, pick(lang, f"Show the {cname} category",
                                               f"查看{cname}分类"),
-                              lambda st, c=cat: st.category == c and st.page == "home"))
+                              lambda st, c=cat: st.category == c and st.page == "home",
+                              script=ops(self.name, f"tab:{cat}")))
         if s.cart:
             rid = rng.choice(s.cart)[0]
             rname = pname(rid, lang)
             out.append(AtomicTask(self.name, pick(lang, f"Remove {rname} from the cart",
                                                   f"把{rname}从购物车移除"),
-                                  lambda st, p=rid: st.in_cart(p) == 0, touches=("cart",)))
+                                  lambda st, p=rid: st.in_cart(p) == 0, touches=("cart",),
+                                  script=ops(self.name, "bar:cart", f"remove:{rid}")))
             out.append(AtomicTask(self.name, pick(lang, "Place an order for the items in the cart",
                                                   "为购物车中的商品下单"),
                                   lambda st, o=s.orders: st.orders > o,
-                                  touches=("cart", "orders")))
+                                  touches=("cart", "orders"),
+                                  script=ops(self.name, "bar:cart", "btn:checkout", "btn:ok")))
             total = sum(n for _, n in s.cart)
+            # the count is the badge on the cart button of the shop's home page
             out.append(AtomicTask(self.name, pick(lang, "How many items are in the cart?",
                                                   "购物车里有几件商品？"),
-                                  lambda st: st.page == "cart" and not st.confirm,
-                                  answer=str(total), kind="info"))
+                                  lambda st: st.page == "home" and not st.confirm,
+                                  answer=str(total), kind="info", script=ops(self.name),
+                                  answer_of=lambda st: str(sum(k for _, k in st.cart))))
         return out
 
 
