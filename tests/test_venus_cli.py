@@ -34,7 +34,7 @@ COMMANDS = _all_commands(get_command(app))
 def test_expected_commands_exist() -> None:
     names = {" ".join(c) for c in COMMANDS}
     assert {"spec validate", "spec show", "spec template", "new-agent", "data synth",
-            "data validate", "data levels", "run", "merge", "version"} <= names
+            "data validate", "data levels", "data import", "run", "merge", "version"} <= names
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "venus")

@@ -13,6 +13,7 @@ import typer
 from venus_core import __version__
 from venus_core.cli.agent_cmd import register as _register_agent
 from venus_core.cli.data_cmd import data_app
+from venus_core.cli.import_cmd import register as _register_import
 from venus_core.cli.merge_cmd import register as _register_merge
 from venus_core.cli.run_cmd import register as _register_run
 from venus_core.cli.synth_cmd import register as _register_synth
@@ -26,6 +27,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 _register_synth(data_app)
+_register_import(data_app)
 app.add_typer(spec_app, name="spec")
 app.add_typer(data_app, name="data")
 _register_agent(app)

@@ -3,9 +3,11 @@
 Why: a new behaviour (a reward, an environment, a judge backend, a merge method, an importer…)
 should be one registered function plus one test, and the agent spec should be able to name it.
 The spec lives at the bottom of the import graph, so it cannot import the packages that provide
-the pieces; instead, providers are *plugins*: modules listed under the `venus_core.plugins`
-entry-point group (pyproject.toml). `load_plugins()` imports them once, and each registers its
-pieces at import time. Third-party packages extend Venus the same way.
+the pieces; instead, providers are *plugins*: modules listed under the entry-point group
+`venus_core.plugins.<kind>` of the registry they fill (pyproject.toml). The first look-up in a
+registry imports that kind's plugins once (and only those: asking for an importer does not pay for
+importing torch through the merge methods), and each registers its pieces at import time.
+Third-party packages extend Venus the same way.
 
 Rules: registering a name twice is an error; asking for an unknown name is an error that lists
 the known ones.
@@ -23,6 +25,7 @@ from typing import Any, Generic, TypeVar, overload
 T = TypeVar("T")
 
 PLUGIN_GROUP = "venus_core.plugins"
+"""Entry-point groups are `venus_core.plugins.<registry kind>`."""
 
 
 class RegistryError(ValueError):
@@ -81,7 +84,7 @@ class Registry(Generic[T]):
         return self.entry(name).obj
 
     def entry(self, name: str) -> Entry[T]:
-        load_plugins()
+        load_plugins(self.kind)
         try:
             return self._entries[name]
         except KeyError:
@@ -90,19 +93,19 @@ class Registry(Generic[T]):
             ) from None
 
     def names(self) -> list[str]:
-        load_plugins()
+        load_plugins(self.kind)
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        load_plugins()
+        load_plugins(self.kind)
         return name in self._entries
 
     def __iter__(self) -> Iterator[Entry[T]]:
-        load_plugins()
+        load_plugins(self.kind)
         return iter([self._entries[n] for n in sorted(self._entries)])
 
     def __len__(self) -> int:
-        load_plugins()
+        load_plugins(self.kind)
         return len(self._entries)
 
 
@@ -140,27 +143,30 @@ def registry_kinds() -> list[str]:
     return sorted(_REGISTRIES)
 
 
-_plugins_loaded = False
+_loaded_kinds: set[str] = set()
 _plugins_lock = threading.RLock()
 
 
-def load_plugins() -> None:
-    """Import every module of the `venus_core.plugins` entry-point group (once).
+def load_plugins(kind: str | None = None) -> None:
+    """Import the plugin modules of one registry kind (all kinds when None), once per kind.
 
     A plugin that fails to import is an error naming the plugin: a half-loaded registry would let
     a spec validate against a partial set of names.
     """
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    with _plugins_lock:
-        if _plugins_loaded:
-            return
-        _plugins_loaded = True  # set first: plugins may call registry methods while importing
-        eps = importlib.metadata.entry_points(group=PLUGIN_GROUP)
-        for ep in sorted(eps, key=lambda e: e.name):
-            try:
-                importlib.import_module(ep.value)
-            except Exception as exc:  # noqa: BLE001 - re-raised with the plugin's name
-                _plugins_loaded = False
-                raise RegistryError(f"plugin {ep.name!r} ({ep.value}) failed to import: {exc}") from exc
+    kinds = sorted(_REGISTRIES) if kind is None else [kind]
+    for k in kinds:
+        if k in _loaded_kinds:
+            continue
+        with _plugins_lock:
+            if k in _loaded_kinds:
+                continue
+            _loaded_kinds.add(k)  # first: plugins may use the registry while importing
+            eps = importlib.metadata.entry_points(group=f"{PLUGIN_GROUP}.{k}")
+            for ep in sorted(eps, key=lambda e: e.name):
+                try:
+                    importlib.import_module(ep.value)
+                except Exception as exc:  # noqa: BLE001 - re-raised with the plugin's name
+                    _loaded_kinds.discard(k)
+                    raise RegistryError(
+                        f"{k} plugin {ep.name!r} ({ep.value}) failed to import: {exc}"
+                    ) from exc

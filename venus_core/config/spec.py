@@ -140,7 +140,7 @@ class DataSourceSpec(Section):
             if self.synth is not None:
                 raise ValueError(f"source {self.name!r}: synth settings only apply to kind=synth")
             if self.format != "venus" and self.format not in registry("importers"):
-                known = ", ".join(["venus", *registry("importers").names()])
+                known = ", ".join(sorted({"venus", *registry("importers").names()}))
                 raise ValueError(f"source {self.name!r}: unknown format {self.format!r}; known: {known}")
         return self
 

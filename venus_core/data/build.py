@@ -3,8 +3,9 @@
 Why here: the main job, the scoring stage and mid-training all start from "the spec's sources as
 datasets on disk"; one function keeps that identical everywhere. Synthetic sources are generated
 (deterministic from their seed); `dataset` sources in the project's layout are read in place from a
-local path (file:// or plain). Object-store URIs and importer formats are resolved by the runtime
-layer (storage) and the importers before they reach here, so this module names them in its error.
+local path (file:// or plain); sources in a public format are imported with the registered
+importer (quarantine and report beside the dataset). Object-store URIs are fetched by the runtime
+layer (storage) before they reach here, so this module names them in its error.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ def build_source(source: DataSourceSpec, out_root: str | Path) -> tuple[Path, Ma
         manifest = synthesize(s.kind, s.n, s.level, s.seed, target, platform=s.platform)
         return target, manifest
     assert source.uri is not None
-    if source.format != "venus":
-        raise ValueError(f"source {source.name!r}: format {source.format!r} must be imported first "
-                         f"(`venus data import --format {source.format} ...`)")
     path = local_path(source.uri)
-    return path, load_manifest(path)
+    if source.format == "venus":
+        return path, load_manifest(path)
+    from venus_core.data.importers import run_import
+
+    target = Path(out_root) / source.name
+    run_import(source.format, path, target, overwrite=True)
+    return target, load_manifest(target)
