@@ -10,6 +10,8 @@ fit its box is cut with an ellipsis.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from PIL import Image, ImageDraw
 
 from venus_core.data.synth.fonts import font_for
@@ -31,6 +33,18 @@ def contrast(bg: RGB) -> RGB:
 def _mix(a: RGB, b: RGB, t: float) -> RGB:
     return (round(a[0] + (b[0] - a[0]) * t), round(a[1] + (b[1] - a[1]) * t),
             round(a[2] + (b[2] - a[2]) * t))
+
+
+@lru_cache(maxsize=8192)
+def _fit(text: str, px: int, bold: bool, avail: float) -> tuple[str, float]:
+    """`text` cut with an ellipsis to `avail` pixels, and its width (memoised: the same labels
+    are measured on every screenshot of a trajectory, and measuring was ~30 % of render time)."""
+    font = font_for(text, px, bold=bold)
+    if font.getlength(text) > avail:
+        while len(text) > 1 and font.getlength(text + "…") > avail:
+            text = text[:-1]
+        text += "…"
+    return text, font.getlength(text)
 
 
 class _Canvas:
@@ -55,11 +69,7 @@ class _Canvas:
         px = max(MIN_FONT, round(min(size * self.s, (y2 - y1) * 0.8)))
         font = font_for(text, px, bold=bold)
         avail = max(1.0, x2 - x1)
-        if font.getlength(text) > avail:
-            while len(text) > 1 and font.getlength(text + "…") > avail:
-                text = text[:-1]
-            text += "…"
-        tw = font.getlength(text)
+        text, tw = _fit(text, px, bold, avail)
         x = x1 + (avail - tw) / 2 if align == "center" else x1
         self.d.text((x, (y1 + y2) / 2), text, fill=color, font=font, anchor="lm")
 
