@@ -212,6 +212,12 @@ class ScoringSpec(Section):
 # --------------------------------------------------------------------------- merge / eval
 
 
+class MergePartSpec(Section):
+    density: float | None = Field(None, gt=0, le=1, description="TIES density for this part (null = merge.density)")
+    lambda_: float | None = Field(None, alias="lambda", gt=0, description="scale for this part (null = merge.lambda)")
+    copy_base: bool = Field(False, description="take this part from the base unchanged")
+
+
 class MergeSpec(Section):
     method: MergeMethodName = Field("ties", description="merge method of the published checkpoint")
     weights: dict[str, float] = Field(
@@ -221,7 +227,15 @@ class MergeSpec(Section):
     density: float = Field(0.2, gt=0, le=1, description="TIES: share of task-vector entries kept")
     lambda_: float = Field(1.0, alias="lambda", gt=0, description="scale of the merged task vector")
     sign_election: Literal["mass", "weighted_mass", "count"] = Field("mass", description="TIES sign election")
+    zero_sign: Literal["none", "positive"] = Field(
+        "none", description="TIES: entries whose elected mass is 0 get no update (none) or + (mergekit)"
+    )
     trim_scope: Literal["tensor", "model"] = Field("tensor", description="TIES trim threshold per tensor or across the whole model")
+    parts: dict[Literal["vision", "projector", "language", "embeddings"], MergePartSpec] = Field(
+        default_factory=dict, description="per-part overrides (vision tower, projector, language model, embeddings + LM head)"
+    )
+    max_working_bytes: int = Field(1 << 30, ge=1 << 16, description="memory bound of the streaming merge")
+    shard_bytes: int = Field(2 << 30, ge=1, description="output shard size in bytes")
     compare: list[str] = Field(
         default_factory=lambda: ["ties", "linear", "best_single"],
         description="candidates evaluated on the quick eval set before publishing",
