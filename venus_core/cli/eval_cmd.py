@@ -2,11 +2,13 @@
 
     venus eval grounding  --model M --data D [--limit N] [--batch-size B] [--base-url URL] [--out DIR]
     venus eval nav-offline --model M --data D [--level high|low] [...]
+    venus eval online --model M [--target sim-phone:levels=1-3,episodes=20] [--episodes N] [...]
     venus eval report RESULT.json [RESULT.json ...] --out report.html
 
 `--model` is a checkpoint directory, `tiny` (the embedded default, built into `<out>/tiny-model`),
-or with `--base-url` a model name served by an OpenAI-compatible server (vLLM). Each evaluation
-writes `<out>/<suite>.json` and `<out>/report.html` and prints the headline rates. `report` builds
+or with `--base-url` a model name served by an OpenAI-compatible server (vLLM). `online` runs the
+model live on the simulated phone (see `venus_core.eval.online_sim` for the target string). Each
+evaluation writes `<out>/<suite>.json` and `<out>/report.html` and prints the headline rates. `report` builds
 one page over several result files in the order given: that is the stage-by-stage comparison
 (mid-training → offline RL → merge; TIES vs linear). Heavy imports stay inside the commands.
 """
@@ -35,13 +37,11 @@ NameOpt = Annotated[str | None, typer.Option(help="name of the model in results 
 TokensOpt = Annotated[int | None, typer.Option(help="max new tokens per answer (default: the evaluator's)")]
 
 
-def _run(kind: str, model: str, data: Path, limit: int | None, batch_size: int, out: Path, base_url: str | None,
-         spec: Path | None, overrides: list[str] | None, name: str | None, max_new_tokens: int | None,
-         **kwargs: Any) -> None:
+def _run(kind: str, model: str, data: Path | str | None, limit: int | None, batch_size: int, out: Path,
+         base_url: str | None, spec: Path | None, overrides: list[str] | None, name: str | None,
+         max_new_tokens: int | None, **kwargs: Any) -> None:
     from venus_core.config import AgentSpec, SpecError, load_spec
     from venus_core.eval import suites
-    from venus_core.eval.grounding import evaluate_grounding
-    from venus_core.eval.navigation import evaluate_nav_offline
     from venus_core.eval.report import write_report
     from venus_core.runtime.common import write_json_atomic
 
@@ -50,17 +50,22 @@ def _run(kind: str, model: str, data: Path, limit: int | None, batch_size: int, 
     except (SpecError, ValueError, OSError) as exc:
         fail(str(exc))
     label, ckpt = suites.parse_model_ref(model)
+    extra = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
     try:
         predictor = suites.make_predictor(
             name or label, ckpt, agent.model, base_url=base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
             batch_size=batch_size, temperature=agent.eval.temperature,
             repetition_penalty=agent.eval.repetition_penalty, tiny_dir=out / "tiny-model")
-        extra = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
-        suite = data.name
-        if kind == "grounding":
-            res = evaluate_grounding(data, predictor, limit=limit, suite=suite, **extra)
+        if kind == "online":
+            suite = "online"
+            res = _online(predictor, str(data) if data else None, limit, **extra)
         else:
-            res = evaluate_nav_offline(data, predictor, limit=limit, suite=suite, **kwargs, **extra)
+            from venus_core.eval.grounding import evaluate_grounding
+            from venus_core.eval.navigation import evaluate_nav_offline
+
+            suite = Path(str(data)).name
+            evaluate = evaluate_grounding if kind == "grounding" else evaluate_nav_offline
+            res = evaluate(data, predictor, limit=limit, suite=suite, **kwargs, **extra)  # type: ignore[arg-type]
     except (ValueError, OSError, RuntimeError) as exc:
         fail(str(exc))
     res.label = predictor.name
@@ -68,6 +73,19 @@ def _run(kind: str, model: str, data: Path, limit: int | None, batch_size: int, 
     report = write_report([res], out / "report.html", title=f"Venus evaluation: {predictor.name} on {suite}")
     _print_summary(res)
     out_console.print(f"results: {path}\nreport:  {report}")
+
+
+def _online(predictor: Any, target_text: str | None, limit: int | None, **extra: Any) -> Any:
+    from venus_core.eval.online import evaluate_online
+    from venus_core.eval.online_sim import make_envs, parse_target, target_tasks, with_limit
+
+    target = with_limit(parse_target(target_text), limit)
+    envs = make_envs(target)
+    try:
+        return evaluate_online(envs, target_tasks(target), predictor, target=str(target), **extra)
+    finally:
+        for env in envs:
+            env.close()
 
 
 def _print_summary(res: Any) -> None:
@@ -103,6 +121,17 @@ def nav_offline(model: ModelOpt, data: DataOpt, level: Annotated[str, typer.Opti
         fail(f"--level must be high or low, got {level!r}")
     _run("nav_offline", model, data, limit, batch_size, out, base_url, spec, overrides, name, max_new_tokens,
          level=level)
+
+
+@eval_app.command("online")
+def online(model: ModelOpt, target: Annotated[str, typer.Option(
+               help="env and tasks, e.g. sim-phone:levels=1-3,episodes=20,seed=100000,envs=2,transport=adb")] = "sim-phone",
+           episodes: Annotated[int | None, typer.Option(help="number of tasks (overrides the target's)")] = None,
+           batch_size: BatchOpt = 16, out: OutOpt = Path("runs/eval"), base_url: UrlOpt = None,
+           spec: SpecOpt = None, overrides: SetOpt = None, name: NameOpt = None,
+           max_new_tokens: TokensOpt = None) -> None:
+    """Online task success on the simulated phone (labelled simulated; not AndroidWorld)."""
+    _run("online", model, target, episodes, batch_size, out, base_url, spec, overrides, name, max_new_tokens)
 
 
 @eval_app.command("report")

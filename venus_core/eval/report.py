@@ -8,7 +8,8 @@ synthetic / other datasets in separate tables), `published` (UI-Venus numbers fr
 only for results on ScreenSpot-Pro / ScreenSpot-v2 — never beside synthetic numbers),
 `comparison` (stage by stage: results of the same evaluator and dataset side by side in the order
 given, e.g. mid-training → offline RL → merge, or TIES vs linear, with the change from the first),
-then one `result-<i>` section per result with its breakdown tables, bar charts and sample viewer.
+then one `result-<i>` section per result with its breakdown tables, bar charts and sample viewer
+(online results: task success by level and app, and the first episodes' screens step by step).
 Every rate is shown with n and its 95 % Wilson interval.
 """
 
@@ -36,7 +37,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.ok{color:#15803d;font
 .episode{border-left:3px solid #93c5fd;padding-left:8px;margin-bottom:16px}code{font-size:11px;word-break:break-all}
 """
 
-HEADLINE = {"grounding": ("overall", "accuracy"), "nav_offline": ("step_success", "step success rate")}
+HEADLINE = {"grounding": ("overall", "accuracy"), "nav_offline": ("step_success", "step success rate"),
+            "online": ("success", "task success rate")}
 GROUNDING_BREAKDOWNS = (("by_ui_type", "text / icon"), ("by_platform", "platform"), ("by_application", "application"),
                         ("by_group", "group"), ("by_data_source", "data source"))
 
@@ -124,6 +126,11 @@ def _metric_rows(res: EvalResult) -> dict[str, dict[str, Any]]:
             rows["episode success"] = s["episode_success"]
         for t, d in s.get("by_type", {}).items():
             rows[f"step success: {t}"] = d["step_success"]
+    elif res.evaluator == "online":
+        rows["task success"] = s["success"]
+        rows["invalid steps"] = s["invalid_steps"]
+        for level, r in s.get("by_difficulty", {}).items():
+            rows[f"success: level {level}"] = r
     return rows
 
 
@@ -197,10 +204,29 @@ def _nav_section(res: EvalResult) -> str:
     return "\n".join(out)
 
 
+def _online_section(res: EvalResult) -> str:
+    s = res.summary
+    mean = s.get("mean_steps_success")
+    out = [_rate_table([("task success", s["success"]), ("invalid steps (of all steps)", s["invalid_steps"]),
+                        ("cut by the step limit", s["truncated"])], "metric"),
+           f'<p class="note">mean steps of successful episodes: {"—" if mean is None else mean}; '
+           f'simulated environment: {"yes" if res.settings.get("simulated") else "no"}</p>']
+    for key, label in (("by_difficulty", "difficulty level"), ("by_app", "app")):
+        groups = s.get(key)
+        if groups:
+            out.append(f"<h3>By {label}</h3>" + _rate_table(list(groups.items()), label))
+            out.append(bar_chart(f"task success by {label}", list(groups.items())))
+    return "\n".join(out)
+
+
+SECTIONS = {"grounding": _grounding_section, "nav_offline": _nav_section, "online": _online_section}
+
+
 def result_section(i: int, res: EvalResult, viewer_limit: int) -> str:
-    kind = f"benchmark {res.benchmark}" if res.benchmark else "synthetic / other dataset"
+    kind = (f"benchmark {res.benchmark}" if res.benchmark else
+            "simulated environment" if res.evaluator == "online" else "synthetic / other dataset")
     settings = ", ".join(f"{k}={v}" for k, v in res.settings.items() if k != "skipped_records")
-    body = _grounding_section(res) if res.evaluator == "grounding" else _nav_section(res)
+    body = SECTIONS[res.evaluator](res)
     viewer = viewer_html(res, viewer_limit) if viewer_limit > 0 else ""
     return (f'<section id="result-{i}"><h2>{escape(res.display)} — {escape(res.suite)} '
             f'<span class="tag">{escape(kind)}</span></h2>'

@@ -6,8 +6,9 @@ evaluate job, the CLI and future evaluators (online) must agree on one calling c
 `venus_core.plugins`); it imports no torch at import time, so loading plugins stays cheap.
 
 Registered: `grounding` (ScreenSpot-style), `nav_offline` (offline navigation, goal only:
-AndroidControl *high* level, GUI-Odyssey) and `nav_offline_low` (AndroidControl *low* level: goal
-plus the step instruction). The spec's suite section has no options field, so the two
+AndroidControl *high* level, GUI-Odyssey), `nav_offline_low` (AndroidControl *low* level: goal
+plus the step instruction) and `online_sim` (online tasks on the simulated phone; its `data` is an
+online target string such as `sim-phone:levels=1-3,episodes=20`, `limit` caps the episodes). The spec's suite section has no options field, so the two
 AndroidControl levels are two evaluator names rather than an option.
 """
 
@@ -41,6 +42,24 @@ def nav_offline(predictor: Predictor, data: str | Path, *, suite: str, limit: in
 @EVAL_SUITES.register("nav_offline_low", description="offline navigation with step instructions (AndroidControl low)")
 def nav_offline_low(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult:
     return evaluate_nav_offline(data, predictor, level="low", limit=limit, suite=suite)
+
+
+@EVAL_SUITES.register("online_sim", description="online task success on the simulated phone (sim-phone env)")
+def online_sim(predictor: Predictor, data: str | Path | None, *, suite: str, limit: int | None) -> EvalResult:
+    from venus_core.eval.online import evaluate_online
+    from venus_core.eval.online_sim import make_envs, parse_target, target_tasks, with_limit
+
+    target = with_limit(parse_target(str(data) if data else None), limit)
+    envs = make_envs(target)
+    try:
+        return evaluate_online(envs, target_tasks(target), predictor, suite=suite, target=str(target))
+    finally:
+        for env in envs:
+            env.close()
+
+
+NO_DATA_EVALUATORS = frozenset({"online_sim"})
+"""Evaluators that run without a dataset directory (their `data` is optional)."""
 
 
 def evaluator_for_dataset(data: str | Path) -> str:

@@ -4,7 +4,8 @@ Which samples: for grounding, the wrong answers first (they are what one looks a
 ones, up to `limit`, in dataset order within each group; for navigation, whole episodes in dataset
 order (a step only makes sense after the steps before it) until `limit` steps are shown. Images
 come from the result's dataset (`DatasetReader(result.data)`); when the dataset is no longer
-there the viewer says so and shows the text alone, rather than failing the whole report.
+there the viewer says so and shows the text alone, rather than failing the whole report. Online
+results carry their own screens (the first episodes', annotated when they were recorded).
 """
 
 from __future__ import annotations
@@ -120,4 +121,31 @@ def viewer_html(result: EvalResult, limit: int, open_image: OpenImage | None = N
         if current is not None:
             blocks.append("</div></div>")
         return head + "\n".join(blocks)
+    if result.evaluator == "online":
+        return online_html(result, limit)
     raise ValueError(f"no viewer for evaluator {result.evaluator!r}")
+
+
+def online_html(result: EvalResult, limit: int) -> str:
+    """Episodes of an online run, in task order, up to `limit` steps; screens where they were kept."""
+    blocks: list[str] = []
+    shown = 0
+    for ep in result.samples:
+        if shown >= limit:
+            break
+        verdict = _verdict(ep["success"], "success" if ep["success"] else "failed")
+        cards = []
+        for k, step in enumerate(ep["trajectory"][: max(0, limit - shown)]):
+            frame = ep["frames"][k] if k < len(ep["frames"]) else None
+            img = f'<img alt="screen" src="{frame}"/>' if frame else '<div class="noimg">screen not kept</div>'
+            ok = _verdict(step["valid"], "executed" if step["valid"] else "invalid")
+            err = f'<br/>error: {escape(step["error"])}' if step.get("error") else ""
+            cards.append(f'<figure class="card">{img}<figcaption><b>step {step["step"]}</b> {ok}<br/>'
+                         f'action: <code>{escape(step["action"] or step["answer"][:120])}</code>{err}<br/>'
+                         f'think: {escape(step["think"][:300]) or "—"}<br/>conclusion: '
+                         f'{escape(step["conclusion"][:200]) or "—"}</figcaption></figure>')
+            shown += 1
+        blocks.append(f'<div class="episode"><h4>{escape(ep["id"])} (level {ep["difficulty"]}): '
+                      f'{escape(ep["goal"])} {verdict}, {ep["steps"]} steps</h4>'
+                      f'<div class="cards">{"".join(cards)}</div></div>')
+    return "\n".join(blocks)

@@ -5,8 +5,9 @@
 
 Suites come from `--data` (each dataset directory is one suite, its evaluator chosen from the kind
 of its records: grounding, or offline navigation at the goal-only level) or, without `--data`,
-from the spec's `eval.suites` (those with a dataset). Several `--model`s are compared stage by
-stage in the report in the order given (e.g. `mid=…/mid_train offline=…/offline_rl merged=…`).
+from the spec's `eval.suites` (those with a dataset, and online suites such as `online_sim`).
+Several `--model`s are compared stage by stage in the report in the order given
+(e.g. `mid=…/mid_train offline=…/offline_rl merged=…`).
 With `--base-url` the models are names served by an OpenAI-compatible server (vLLM) and nothing is
 loaded locally; the API key, if any, comes from $VENUS_EVAL_API_KEY (a credential, not config).
 Decoding settings come from the spec (`eval.batch_size`, `eval.temperature`,
@@ -59,7 +60,8 @@ def resolve_suites(data: Sequence[str], spec_suites: Sequence[EvalSuiteSpec], li
             out.append(EvalSuiteSpec(name=Path(d.rstrip("/")).name, evaluator=eval_suites.evaluator_for_dataset(d),
                                      data=d, limit=limit))
         return out
-    chosen = [s if limit is None else s.model_copy(update={"limit": limit}) for s in spec_suites if s.data]
+    chosen = [s if limit is None else s.model_copy(update={"limit": limit}) for s in spec_suites
+              if s.data or s.evaluator in eval_suites.NO_DATA_EVALUATORS]
     if not chosen:
         raise ValueError("nothing to evaluate: pass --data DIR or list suites with a `data` in the spec's eval.suites")
     return chosen
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ValueError(f"--model names must be unique, got {names}")
     results: list[EvalResult] = []
     summary: dict[str, dict[str, Any]] = {}
-    inputs: list[str] = [s.data for s in suites if s.data]
+    inputs: list[str] = [s.data for s in suites if s.data and s.evaluator not in eval_suites.NO_DATA_EVALUATORS]
     for name, ckpt in models:
         predictor = eval_suites.make_predictor(
             name, ckpt, spec.model, base_url=args.base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),

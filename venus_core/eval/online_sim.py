@@ -1,0 +1,115 @@
+"""Online evaluation targets: which environment, which tasks — for now the simulated phone.
+
+Why a small target string: an agent spec's suite has one free `data` field, and the CLI one
+option, so an online suite names its tasks as `sim-phone:levels=3-5,episodes=20,seed=100000`
+(all keys optional; see `OnlineTarget`). Tasks are the synthetic world's curriculum tasks
+(`venus_core.envs.synth_task`), levels taken round robin and seeds counting up from `seed`, so
+the same target always means the same tasks. The default seed range starts far above the seeds
+the embedded default trains on (small integers) to keep evaluation tasks held out.
+
+Departure: UI-Venus reports AndroidWorld (116 tasks on an emulator). No emulator runs here; the
+simulated phone is reached through the same AndroidEnv code path (over ADB with
+`transport=adb`), and its results are labelled simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from venus_core.envs.base import DEFAULT_MAX_STEPS, Env, Task
+
+DEFAULT_TARGET = "sim-phone"
+ENV_NAMES = ("sim-phone",)
+
+
+@dataclass(frozen=True)
+class OnlineTarget:
+    env: str = "sim-phone"
+    levels: tuple[int, ...] = (3, 4, 5)
+    episodes: int = 20
+    seed: int = 100_000
+    lang: str = "en"
+    width: int = 540
+    height: int = 960
+    max_steps: int = DEFAULT_MAX_STEPS
+    transport: str = "inprocess"
+    envs: int = 2
+
+    def __str__(self) -> str:
+        lv = "+".join(str(v) for v in self.levels)
+        return (f"{self.env}:levels={lv},episodes={self.episodes},seed={self.seed},lang={self.lang},"
+                f"size={self.width}x{self.height},max_steps={self.max_steps},transport={self.transport},envs={self.envs}")
+
+
+def _levels(value: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in value.replace("+", " ").split():
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    if not out:
+        raise ValueError("levels is empty")
+    return tuple(out)
+
+
+def parse_target(text: str | None) -> OnlineTarget:
+    """`env[:key=value,...]` -> OnlineTarget; levels as `1-3` or `1+3`, size as `WxH`."""
+    text = (text or DEFAULT_TARGET).strip()
+    env, _, rest = text.partition(":")
+    if env not in ENV_NAMES:
+        raise ValueError(f"online target {text!r}: unknown environment {env!r}; known: {', '.join(ENV_NAMES)}")
+    values: dict[str, Any] = {"env": env}
+    known = {f.name for f in fields(OnlineTarget)}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected key=value")
+            if key == "levels":
+                values["levels"] = _levels(value)
+            elif key == "size":
+                w, h = value.lower().split("x")
+                values["width"], values["height"] = int(w), int(h)
+            elif key in ("lang", "transport"):
+                values[key] = value
+            elif key in known - {"env", "levels"}:
+                values[key] = int(value)
+            else:
+                raise ValueError(f"unknown key; known: levels, size, {', '.join(sorted(known - {'env', 'levels'}))}")
+        except ValueError as exc:
+            raise ValueError(f"online target {text!r}: {item!r}: {exc}") from None
+    target = OnlineTarget(**values)
+    if target.transport not in ("inprocess", "adb"):
+        raise ValueError(f"online target {text!r}: transport must be inprocess or adb")
+    if target.episodes < 1 or target.envs < 1:
+        raise ValueError(f"online target {text!r}: episodes and envs must be >= 1")
+    return target
+
+
+def with_limit(target: OnlineTarget, limit: int | None) -> OnlineTarget:
+    return target if limit is None else replace(target, episodes=limit)
+
+
+def target_tasks(target: OnlineTarget) -> list[Task]:
+    """The target's tasks, in order (deterministic)."""
+    from venus_core.envs import synth_task
+
+    return [synth_task(target.levels[i % len(target.levels)], target.seed + i, lang=target.lang,
+                       size=(target.width, target.height), max_steps=target.max_steps)
+            for i in range(target.episodes)]
+
+
+def make_envs(target: OnlineTarget) -> list[Env]:
+    """`target.envs` environments (never more than there are episodes); the caller closes them."""
+    from venus_core.envs import SimPhoneEnv
+
+    out: list[Env] = []
+    try:
+        for _ in range(min(target.envs, target.episodes)):
+            out.append(SimPhoneEnv(transport=target.transport, size=(target.width, target.height),  # type: ignore[arg-type]
+                                   lang=target.lang, wait_s=0.0))
+    except BaseException:
+        for env in out:
+            env.close()
+        raise
+    return out
