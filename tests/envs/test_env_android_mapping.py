@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import io
-import sys
 
 import pytest
 from PIL import Image
 
 from venus_core.actions import (
-    CallUser, Click, DoubleClick, Drag, Finished, Hotkey, Hover, Launch, LongPress, PressBack,
-    PressEnter, PressHome, PressRecent, Scroll, Type, Wait,
+    CallUser,
+    Click,
+    DoubleClick,
+    Drag,
+    Finished,
+    Hotkey,
+    Hover,
+    Launch,
+    LongPress,
+    PressBack,
+    PressEnter,
+    PressHome,
+    PressRecent,
+    Scroll,
+    Type,
+    Wait,
 )
 from venus_core.config.registry import ENVS
 from venus_core.envs import AndroidEnv, CommandOutput, EnvError, Task, UnsupportedAction
@@ -123,7 +136,7 @@ def test_unsupported_actions_raise_and_do_not_count(action: object) -> None:
 
 def test_unknown_or_missing_app_is_a_reported_noop() -> None:
     env, shell = make()
-    _, done, info = env.step(Launch(app="Nonexistent App"))
+    _, _, info = env.step(Launch(app="Nonexistent App"))
     assert info["error"] == "unknown app 'Nonexistent App'" and shell.commands == ["screencap -p"]
     _, _, info = env.step(Launch(app="com.missing.app"))
     assert "No activities found" in info["error"]
@@ -158,9 +171,8 @@ def test_step_before_reset_and_bad_screencap() -> None:
         env.reset(Task(goal="x"))
 
 
-def test_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_registered() -> None:
     # checked without importing every other plugin of the project (slow, not under test here)
-    monkeypatch.setattr(sys.modules["venus_core.config.registry"], "_plugins_loaded", True)
     assert ENVS.get("android") is AndroidEnv
     assert "sim-phone" in ENVS.names()
     with pytest.raises(ValueError, match="goal is empty"):

@@ -16,12 +16,33 @@ from dataclasses import dataclass
 import pytest
 
 from venus_core.actions import (
-    Action, CallUser, Click, DoubleClick, Drag, Finished, Hotkey, Hover, Launch, LongPress,
-    PressBack, PressEnter, PressHome, PressRecent, Scroll, Type, Wait,
+    Action,
+    CallUser,
+    Click,
+    DoubleClick,
+    Drag,
+    Finished,
+    Hotkey,
+    Hover,
+    Launch,
+    LongPress,
+    PressBack,
+    PressEnter,
+    PressHome,
+    PressRecent,
+    Scroll,
+    Type,
+    Wait,
 )
 from venus_core.data.synth.phone import to_norm
 from venus_core.envs import (
-    AdbServerProcess, EnvError, SimPhoneEnv, Task, UnsupportedAction, free_task, synth_plan,
+    AdbServerProcess,
+    EnvError,
+    SimPhoneEnv,
+    Task,
+    UnsupportedAction,
+    free_task,
+    synth_plan,
     synth_task,
 )
 from venus_core.envs.android import AndroidEnv
@@ -176,7 +197,7 @@ def test_supported_action_effect(home: AndroidEnv, backend: Backend, case: Case)
     action = build(home, backend)
     assert type(action).NAME in home.supported_actions
     before = backend.fingerprint(home)
-    obs, done, info = home.step(action)
+    _, done, info = home.step(action)
     after = backend.fingerprint(home)
     assert (after != before) == (expected == "change"), (label, info)
     assert done == isinstance(action, (Finished, CallUser))

@@ -14,13 +14,23 @@ from venus_core.config.registry import ENVS
 from venus_core.data.synth import apps as _apps  # noqa: F401  (registers the synthetic apps)
 from venus_core.envs.android import AndroidEnv
 from venus_core.envs.base import (
-    DEFAULT_MAX_STEPS, Env, EnvError, Observation, Task, UnsupportedAction,
+    DEFAULT_MAX_STEPS,
+    Env,
+    EnvError,
+    Observation,
+    Task,
+    UnsupportedAction,
 )
 from venus_core.envs.shells import AdbServerProcess, AdbShell, CommandOutput, LocalShell
 from venus_core.envs.sim_device import SimDevice
 from venus_core.envs.sim_server import SimAdbServer
 from venus_core.envs.simphone import (
-    SimPhoneEnv, SynthRef, free_task, synth_packages, synth_plan, synth_task,
+    SimPhoneEnv,
+    SynthRef,
+    free_task,
+    synth_packages,
+    synth_plan,
+    synth_task,
 )
 
 ENVS.register("android", AndroidEnv, description="any ADB device (phone, emulator) via adbutils")

@@ -27,8 +27,20 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from venus_core.actions.space import (
-    Action, CallUser, Click, Drag, Finished, Launch, LongPress, PressBack, PressEnter, PressHome,
-    PressRecent, Scroll, Type, Wait,
+    Action,
+    CallUser,
+    Click,
+    Drag,
+    Finished,
+    Launch,
+    LongPress,
+    PressBack,
+    PressEnter,
+    PressHome,
+    PressRecent,
+    Scroll,
+    Type,
+    Wait,
 )
 from venus_core.envs.base import Env, EnvError, Observation, Task, UnsupportedAction
 from venus_core.envs.shells import AdbShell, CommandOutput, DeviceShell
@@ -135,7 +147,8 @@ class AndroidEnv(Env):
         if name not in self.supported_actions:
             raise UnsupportedAction(self.name, name, "not a phone action (web only)")
         if isinstance(action, Click):
-            return ["input tap %d %d" % self.px(action.box)]
+            x, y = self.px(action.box)
+            return [f"input tap {x} {y}"]
         if isinstance(action, LongPress):
             x, y = self.px(action.box)
             return [f"input swipe {x} {y} {x} {y} {self.long_press_ms}"]

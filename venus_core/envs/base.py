@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from PIL import Image
 
@@ -102,7 +102,7 @@ class Env(ABC):
     def close(self) -> None:
         """Release devices, servers and connections (idempotent)."""
 
-    def __enter__(self) -> Env:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

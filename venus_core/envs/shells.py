@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 from venus_core.envs.base import EnvError
 from venus_core.envs.sim_device import SimDevice
@@ -129,7 +129,7 @@ class AdbServerProcess:
             self.running = False
             self._adb("kill-server")
 
-    def __enter__(self) -> AdbServerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Self
 
 from venus_core.envs import adb_wire as w
 from venus_core.envs.sim_device import ShellResult, SimDevice
@@ -75,7 +77,7 @@ class SimAdbServer:
         return f"{self.host}:{self.port}"
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> SimAdbServer:
+    def start(self) -> Self:
         if self._thread is not None:
             raise RuntimeError("SimAdbServer already started")
         ready = threading.Event()
@@ -132,7 +134,7 @@ class SimAdbServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def __enter__(self) -> SimAdbServer:
+    def __enter__(self) -> Self:
         return self.start() if self._thread is None else self
 
     def __exit__(self, *exc: object) -> None:
@@ -146,6 +148,9 @@ class SimAdbServer:
             log.warning("sim adb: refusing connection (limit %d)", self.max_connections)
             writer.close()
             return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:  # small OKAY/WRTE messages must not wait for delayed ACKs (Nagle)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conns.add(task)
         try:
             await _Connection(self, reader, writer).run()
@@ -241,7 +246,7 @@ class _Connection:
         try:
             res: ShellResult = await loop.run_in_executor(
                 self.server._pool, run_command, self.server.device, command)
-        except Exception as exc:  # noqa: BLE001 - reported to the client as a failed command
+        except Exception as exc:
             log.exception("sim adb: command %r failed", command[:80])
             res = ShellResult(b"", f"internal error: {exc}\n".encode(), 1)
         self.server.commands_served += 1
@@ -261,6 +266,6 @@ class _Connection:
                 await asyncio.wait_for(stream.acked.wait(), self.server.ack_timeout)
             if self.streams.pop(stream.local_id, None) is not None:
                 await self.send(w.A_CLSE, stream.local_id, stream.remote_id)
-        except (asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError):
             self.streams.pop(stream.local_id, None)
             log.warning("sim adb: stream %d aborted (no ack or host gone)", stream.local_id)

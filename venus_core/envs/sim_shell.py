@@ -19,7 +19,11 @@ import shlex
 from collections.abc import Callable
 
 from venus_core.envs.sim_device import (
-    ADB_IME, KEYCODES, DeviceCommandError, ShellResult, SimDevice,
+    ADB_IME,
+    KEYCODES,
+    DeviceCommandError,
+    ShellResult,
+    SimDevice,
 )
 
 MAX_COMMAND_BYTES = 16 * 1024

@@ -140,12 +140,13 @@ class SimPhoneEnv(AndroidEnv):
     def __init__(self, *, transport: Literal["adb", "inprocess"] = "adb",
                  size: tuple[int, int] = (540, 960), lang: str = "en", theme: str = "light-blue",
                  adb_port: int | None = None, adb_keyboard: bool = True, seed: int = 0,
-                 swipe_ms: int = 1000, long_press_ms: int = 500, wait_s: float = 0.0) -> None:
+                 swipe_ms: int = 1000, long_press_ms: int = 500, wait_s: float = 0.0,
+                 png_cache: int = 16) -> None:
         if transport not in ("adb", "inprocess"):
             raise ValueError(f"SimPhoneEnv.transport: {transport!r} is not 'adb' or 'inprocess'")
         phone = get_phone()
         self.device = SimDevice(phone, phone.initial(random.Random(seed)), size=size, lang=lang,
-                                theme=theme, adb_keyboard=adb_keyboard)
+                                theme=theme, adb_keyboard=adb_keyboard, png_cache=png_cache)
         self.transport = transport
         self.server: SimAdbServer | None = None
         self.adb_server: AdbServerProcess | None = None
