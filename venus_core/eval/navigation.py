@@ -25,6 +25,7 @@ the per-step numbers AndroidControl papers quote. With trajectories, `limit` cou
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,8 +75,6 @@ def step_prompt(step: NavigationStep, level: Level) -> str:
 
 def _parts(answer: str) -> tuple[str, str]:
     """(think, conclusion) text of a tagged answer, for the viewer; empty when absent."""
-    import re
-
     think = re.search(r"<think>(.*?)</think>", answer, re.S)
     concl = re.search(r"<conclusion>(.*?)</conclusion>", answer, re.S)
     return (think.group(1).strip() if think else "", concl.group(1).strip() if concl else "")
