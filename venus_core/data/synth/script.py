@@ -75,8 +75,9 @@ class _Run:
                 if found is not None:
                     return found
             self.state, self.moves = start, self.moves[:start_moves]
+        page = self.phone.view(self.state, self.ctx).page
         raise PlanningError(f"script: widget {key!r} is not on screen "
-                            f"({self.state.foreground}: {self.phone.view(self.state, self.ctx).page})")
+                            f"({self.state.foreground}: {page})")
 
     def tap(self, key: str, *, long: bool = False) -> None:
         w, pt = self.reveal(key, long=long)
