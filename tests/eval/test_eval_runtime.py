@@ -60,6 +60,9 @@ def test_evaluate_job_two_models(tmp_path: Path, tiny_ckpt: Path) -> None:
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["job"] == "evaluate" and {i["uri"] for i in prov["inputs"]} >= {str(g), str(n), str(tiny_ckpt)}
     assert all(i["sha256"] for i in prov["inputs"])
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    metrics = {k: v for line in lines if "metrics" in line for k, v in line["metrics"].items()}
+    assert metrics["mid/ss/overall_n"] == 1.0 and "merged/ac/step_success" in metrics
     html = (out / "report.html").read_text()
     assert 'id="comparison"' in html and 'id="published"' in html  # fixture source is screenspot-pro
 

@@ -14,8 +14,10 @@ Decoding settings come from the spec (`eval.batch_size`, `eval.temperature`,
 `eval.repetition_penalty`).
 
 Outputs in `--out`: `results/<model>--<suite>.json` (per sample and summary), `report.html`,
-`summary.json` (headline rates per model and suite) and `provenance.json` (inputs with sha256,
-resolved spec, git revision).
+`summary.json` (headline rates per model and suite), `provenance.json` (inputs with sha256,
+resolved spec, git revision) and `metrics.jsonl` (the tracker record: params, every top-level rate
+as `<model>/<suite>/<metric>` with its n, one step per model, and the artifacts; the cluster
+passes an MLflow-backed tracker to `run`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from venus_core.config import AgentSpec
 from venus_core.config.spec import EvalSuiteSpec
 from venus_core.eval import suites as eval_suites
 from venus_core.eval.report import HEADLINE, write_report
 from venus_core.eval.results import EvalResult
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.train.tracker import JsonlTracker, Tracker
 
 JOB = "evaluate"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -72,40 +76,65 @@ def _headline(res: EvalResult) -> dict[str, Any]:
     return {"metric": key, **res.summary[key]}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    spec = load_job_spec(args)
-    out = Path(args.out)
+def flat_metrics(res: EvalResult) -> dict[str, float]:
+    """Tracker metrics of a result: `<model>/<suite>/<metric>` for every top-level rate and its n."""
+    prefix = f"{_SAFE.sub('_', res.display)}/{_SAFE.sub('_', res.suite)}"
+    out: dict[str, float] = {}
+    for key, value in res.summary.items():
+        if isinstance(value, dict) and "value" in value and "n" in value:
+            out[f"{prefix}/{key}"] = float(value["value"])
+            out[f"{prefix}/{key}_n"] = float(value["n"])
+    return out
+
+
+def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec], out: Path, *,
+        base_url: str | None = None, viewer: int = 24, tracker: Tracker | None = None) -> list[EvalResult]:
+    """Evaluate every model on every suite; write results, report, summary and provenance to `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    suites = resolve_suites(args.data, spec.eval.suites, args.limit)
-    models = [eval_suites.parse_model_ref(m) for m in args.model]
-    names = [n for n, _ in models]
+    tracker = tracker or JsonlTracker(out / "metrics.jsonl")
+    refs = [eval_suites.parse_model_ref(m) for m in models]
+    names = [n for n, _ in refs]
     if len(set(names)) != len(names):
         raise ValueError(f"--model names must be unique, got {names}")
+    tracker.log_params({"models": dict(refs), "suites": [s.model_dump() for s in suites], "base_url": base_url or "",
+                        "batch_size": spec.eval.batch_size, "temperature": spec.eval.temperature,
+                        "repetition_penalty": spec.eval.repetition_penalty})
     results: list[EvalResult] = []
     summary: dict[str, dict[str, Any]] = {}
     inputs: list[str] = [s.data for s in suites if s.data and s.evaluator not in eval_suites.NO_DATA_EVALUATORS]
-    for name, ckpt in models:
+    for step, (name, ckpt) in enumerate(refs):
         predictor = eval_suites.make_predictor(
-            name, ckpt, spec.model, base_url=args.base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
+            name, ckpt, spec.model, base_url=base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
             batch_size=spec.eval.batch_size, temperature=spec.eval.temperature,
             repetition_penalty=spec.eval.repetition_penalty, tiny_dir=out / "tiny-model")
-        if not args.base_url:
+        if not base_url:
             inputs.append(str(out / "tiny-model") if ckpt == "tiny" else ckpt)
         for suite in suites:
             evaluator = eval_suites.get_evaluator(suite.evaluator)
             print(f"[evaluate] {name} on {suite.name} ({suite.evaluator}, {suite.data})", file=sys.stderr)
             res = evaluator(predictor, suite.data, suite=suite.name, limit=suite.limit)
             res.label = name
-            write_json_atomic(out / "results" / f"{_SAFE.sub('_', name)}--{_SAFE.sub('_', suite.name)}.json", res.to_dict())
+            path = out / "results" / f"{_SAFE.sub('_', name)}--{_SAFE.sub('_', suite.name)}.json"
+            write_json_atomic(path, res.to_dict())
+            tracker.log_metrics(flat_metrics(res), step=step)
+            tracker.log_artifact(path, f"results/{path.name}")
             summary.setdefault(name, {})[suite.name] = _headline(res)
             results.append(res)
         del predictor
         gc.collect()
-    write_report(results, out / "report.html", title=f"Venus evaluation: {spec.name}", viewer_limit=args.viewer)
+    write_report(results, out / "report.html", title=f"Venus evaluation: {spec.name}", viewer_limit=viewer)
     write_json_atomic(out / "summary.json", summary)
     write_json_atomic(out / "provenance.json", provenance(JOB, spec, inputs))
+    tracker.log_artifact(out / "report.html", "report.html")
     print(f"[evaluate] wrote {out / 'report.html'}", file=sys.stderr)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    spec = load_job_spec(args)
+    suites = resolve_suites(args.data, spec.eval.suites, args.limit)
+    run(spec, args.model, suites, Path(args.out), base_url=args.base_url, viewer=args.viewer)
     return 0
 
 
