@@ -4,7 +4,8 @@ What one optimizer step does: the MixtureSampler draws a global batch of
 `batch_size * grad_accum * world` samples by the domain ratios; each rank takes its strided share
 and runs it as `grad_accum` micro-batches (loss on the answer tokens only, `models.batches.collate`),
 DDP averages gradients, the norm is clipped, AdamW (spec betas) steps and the cosine-with-floor
-schedule advances. bf16 autocast on GPU, fp32 on CPU (`MidTrainSpec.precision`). Every `eval_every`
+schedule advances. bf16 autocast on GPU, fp32 on CPU (`MidTrainSpec.precision`); with backend=deepspeed the
+DeepSpeed engine (`ds_backend`) takes over accumulation, clipping, bf16 and sharded checkpoints. Every `eval_every`
 steps rank 0 decodes the held-out set greedily and logs rates with intervals; every `save_every`
 steps it writes an atomic, resumable checkpoint (weights, optimizer, scheduler, sampler and RNG).
 
@@ -51,6 +52,7 @@ class SFTResult:
     wall_s: float
     cpu_s: float
     history: list[dict[str, Any]] = field(default_factory=list)
+    deepspeed: Any = None  # the DeepSpeedRun when backend=deepspeed (for gathering ZeRO-3 weights)
 
 
 def freeze_vision(model: torch.nn.Module) -> int:
@@ -115,7 +117,16 @@ def train_sft(
     global_batch = cfg.batch_size * cfg.grad_accum * env.world
     sampler = MixtureSampler({d: len(v) for d, v in corpus.train.items()}, mixture, global_batch, cfg.seed)
     step, skipped = 0, 0
-    if resume:
+    ds = None
+    if env.backend == "deepspeed":
+        from venus_core.train.ds_backend import DeepSpeedRun
+
+        ds = DeepSpeedRun(model, optimizer, scheduler, cfg, env)
+        client = ds.load(ckpt_dir) if resume else None
+        if client is not None:
+            sampler.load_state_dict(client["sampler"])
+            step, skipped = int(client["step"]), int(client.get("skipped_too_long", 0))
+    elif resume:
         last = latest_checkpoint(ckpt_dir)
         if last is not None:
             state = load_checkpoint(last, model, optimizer)
@@ -136,8 +147,10 @@ def train_sft(
 
     def run_eval(at: int) -> None:
         nonlocal rates
-        if env.is_main and corpus.held_out:
+        everyone = ds is not None and ds.zero3  # partitioned weights: all ranks decode together
+        if (env.is_main or everyone) and corpus.held_out:
             rates = evaluate_held_out(model, processor, corpus.held_out, limit=eval_limit)
+        if env.is_main and corpus.held_out:
             metrics = rates_to_metrics(rates) | {"time/wall_s": time.perf_counter() - t_wall, "time/cpu_s": time.process_time() - t_cpu}
             tracker.log_metrics(metrics, at)
             history.append({"step": at, **{k: r.to_dict() for k, r in rates.items()}})
@@ -149,13 +162,19 @@ def train_sft(
     while step < cfg.max_steps and (stop_at is None or step < stop_at):
         share = split_for_rank(sampler.next_batch(), env.rank, env.world)
         micro = [share[i : i + cfg.batch_size] for i in range(0, len(share), cfg.batch_size)]
-        optimizer.zero_grad(set_to_none=True)
+        if ds is None:
+            optimizer.zero_grad(set_to_none=True)
         losses: list[float] = []
         for j, part in enumerate(micro):
             batch, dropped = _collate_skipping([corpus.train[d][i].example() for d, i in part], processor, cfg.max_seq_len)
             skipped += dropped
             sync = j == len(micro) - 1 or env.backend != "ddp"
             ctx = contextlib.nullcontext() if sync else net.no_sync()  # type: ignore[operator]
+            if ds is not None:
+                if batch is None:  # the engine counts micro-steps: a skipped one would shift its boundaries
+                    raise ValueError(f"step {step + 1}: every sample of a micro-batch exceeds max_seq_len {cfg.max_seq_len}")
+                losses.append(ds.micro_step(batch))
+                continue
             with ctx:
                 if batch is None:
                     continue
@@ -163,10 +182,13 @@ def train_sft(
                     loss = net(**_to(batch, env.device, torch.float32)).loss / len(micro)
                 loss.backward()
                 losses.append(float(loss.detach()) * len(micro))
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-        lr = scheduler.get_last_lr()[0]
-        optimizer.step()
-        scheduler.step()
+        if ds is not None:  # the engine clipped, stepped the optimizer and the schedule
+            grad_norm, lr = ds.grad_norm(), scheduler.get_last_lr()[0]
+        else:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            lr = scheduler.get_last_lr()[0]
+            optimizer.step()
+            scheduler.step()
         step += 1
         loss_value = sum(losses) / max(1, len(losses))
         if not math.isfinite(loss_value):
@@ -179,13 +201,18 @@ def train_sft(
             window = []
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             run_eval(step)
-        if step % cfg.save_every == 0 or step == cfg.max_steps:
+        if (step % cfg.save_every == 0 or step == cfg.max_steps) and ds is not None:
+            ds.save(ckpt_dir, step, {"sampler": sampler.state_dict(), "skipped_too_long": skipped})
+        elif step % cfg.save_every == 0 or step == cfg.max_steps:
             if env.is_main:
                 save_checkpoint(ckpt_dir, step, model, optimizer, {
                     "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(), "skipped_too_long": skipped,
                 })
             env.barrier()
-    return SFTResult(step, rates, sampler.report(), skipped, time.perf_counter() - t_wall, time.process_time() - t_cpu, history)
+    if step >= cfg.max_steps and not rates:  # resumed a finished run: still report its rates
+        run_eval(step)
+    return SFTResult(step, rates, sampler.report(), skipped, time.perf_counter() - t_wall, time.process_time() - t_cpu,
+                     history, ds)
 
 
 __all__ = ["SFTResult", "freeze_vision", "train_sft"]

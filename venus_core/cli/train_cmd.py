@@ -1,0 +1,48 @@
+"""`venus bootstrap`: pre-train the tiny base model on the synthetic curriculum (see train/bootstrap.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from venus_core.cli._common import fail, out_console
+
+
+def bootstrap_cmd(
+    output: Annotated[Path, typer.Option("-o", "--out", help="directory for the checkpoint (must be empty or absent)")],
+    spec: Annotated[Path, typer.Option("--spec", help="agent spec whose model.tiny / mid_train settings are used")] = Path("agents/venus-tiny"),
+    work: Annotated[Path | None, typer.Option("--work", help="scratch directory for data and stage checkpoints (default: OUT.work)")] = None,
+    scale: Annotated[float, typer.Option("--scale", min=0.0001, help="multiply every stage's steps (and data, up to 1)")] = 1.0,
+    steps: Annotated[str | None, typer.Option("--steps", help="comma-separated optimizer steps per stage, e.g. 250,1800,1000,120 (overrides --scale's steps)")] = None,
+    eval_limit: Annotated[int, typer.Option("--eval-limit", min=1, help="held-out samples per domain per stage")] = 100,
+) -> None:
+    """Pre-train the tiny model through curriculum levels 0→1→2→3 (about 35–45 CPU-minutes at scale 1)."""
+    import os
+
+    import torch
+
+    from venus_core.config import load_spec
+    from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, scaled, with_steps
+    from venus_core.train.tracker import JsonlTracker
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    try:
+        stages = scaled(DEFAULT_STAGES, scale)
+        if steps:
+            stages = with_steps(stages, [int(x) for x in steps.split(",")])
+        agent = load_spec(str(spec), [])
+        report = bootstrap(output, agent, work_dir=work or output.with_name(output.name + ".work"),
+                           stages=stages, eval_limit=eval_limit,
+                           tracker=JsonlTracker(output.with_name(output.name + ".metrics.jsonl")))
+    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    for st in report["stages"]:
+        rates = ", ".join(f"{k} {v['value']:.1%} (n={v['n']})" for k, v in st["held_out"].items())
+        out_console.print(f"level {st['level']} {st['kind']}: {st['steps']} steps, {st['train_cpu_s']:.0f} CPU-s; {rates}")
+    out_console.print(f"wrote {output} in {report['wall_s']:.0f} s wall, {report['cpu_s']:.0f} s CPU")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bootstrap")(bootstrap_cmd)

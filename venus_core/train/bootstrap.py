@@ -1,0 +1,139 @@
+"""`venus bootstrap`: pre-train the tiny base on the synthetic curriculum, once, and ship it.
+
+Why: measured on 2 CPU cores (/work/shared/ENVIRONMENT.md, docs/learning_mid_train.md), a tiny
+Qwen3-VL from random init learns the answer format in a minute and "one target on screen" in five,
+but choosing the element the *instruction* names needs 15–30 CPU-minutes. A laptop mid-training run
+should not pay that every time, so this command trains the tiny model through curriculum levels
+0 → 1 → 2 → 3 (one button; pick by colour; pick by label; real app screens with the full domain
+mixture) and writes a few-MB HF checkpoint that `model.base: bootstrap` points at.
+
+Each stage synthesises its own data with seeds (1000 + level) that differ from every seed the
+embedded agent spec trains or evaluates on, trains with a fresh AdamW and cosine schedule, and
+scores its held-out split. Departure: the paper starts from released Qwen3-VL weights; this
+bootstrap only stands in for that pre-training at toy scale.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from venus_core.config.spec import AgentSpec, MixtureSpec
+from venus_core.train.tracker import NullTracker, Tracker
+
+GROUNDING_ONLY = MixtureSpec(perception=0.0, vqa=0.0, grounding=1.0, navigation=0.0)
+
+
+@dataclass(frozen=True)
+class Stage:
+    level: int
+    kind: str  # synth kind: grounding | mixture | navigation
+    n: int  # records to synthesise
+    steps: int  # optimizer steps
+    mixture: MixtureSpec | None = None  # None = the agent spec's mixture
+
+
+DEFAULT_STAGES: tuple[Stage, ...] = (
+    Stage(0, "grounding", 1000, 250, GROUNDING_ONLY),
+    Stage(1, "grounding", 3000, 1800, GROUNDING_ONLY),
+    Stage(2, "grounding", 3000, 1000, GROUNDING_ONLY),
+    Stage(3, "mixture", 1200, 120, None),
+)
+
+
+def with_steps(stages: tuple[Stage, ...], steps: list[int]) -> tuple[Stage, ...]:
+    """The stages with explicit step counts, one per stage."""
+    if len(steps) != len(stages) or any(s < 1 for s in steps):
+        raise ValueError(f"need {len(stages)} positive step counts (one per stage), got {steps}")
+    return tuple(Stage(st.level, st.kind, st.n, k, st.mixture) for st, k in zip(stages, steps))
+
+
+def scaled(stages: tuple[Stage, ...], scale: float) -> tuple[Stage, ...]:
+    """The stages with step counts (and data sizes) multiplied by `scale` (at least 1 step, 8 records)."""
+    if scale <= 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
+    return tuple(Stage(s.level, s.kind, max(8, round(s.n * min(1.0, scale))), max(1, round(s.steps * scale)), s.mixture)
+                 for s in stages)
+
+
+def bootstrap(
+    out_dir: str | Path,
+    spec: AgentSpec,
+    *,
+    work_dir: str | Path,
+    stages: tuple[Stage, ...] = DEFAULT_STAGES,
+    eval_limit: int = 100,
+    tracker: Tracker | None = None,
+) -> dict[str, Any]:
+    """Train the tiny model of `spec.model.tiny` from random init through `stages`; save to `out_dir`.
+
+    Returns the report (also written to `out_dir/bootstrap_report.json`).
+    """
+    from venus_core.data.synth import synthesize
+    from venus_core.models.loading import load_model, save_model
+    from venus_core.runtime.common import write_json_atomic
+    from venus_core.train.data import load_corpus
+    from venus_core.train.distributed import DistEnv
+    from venus_core.train.evaluate import rates_to_dict
+    from venus_core.train.sft import train_sft
+
+    tracker = tracker or NullTracker()
+    out, work = Path(out_dir), Path(work_dir)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"bootstrap output {out} exists and is not empty")
+    work.mkdir(parents=True, exist_ok=True)
+    t_wall, t_cpu = time.perf_counter(), time.process_time()
+    model, processor = load_model("tiny", spec.model, "cpu", tiny_dir=work / "init")
+    env = DistEnv(0, 1, 0, torch.device("cpu"), "single")
+    report: dict[str, Any] = {"tiny": spec.model.tiny.model_dump(mode="json"), "stages": []}
+    offset = 0
+    for k, st in enumerate(stages):
+        data = work / f"level{st.level}-{st.kind}-{st.n}"
+        t0, c0 = time.perf_counter(), time.process_time()
+        if not (data / "manifest.json").is_file():
+            synthesize(st.kind, st.n, st.level, 1000 + st.level, data, platform="both")  # type: ignore[arg-type]
+        synth_s = time.perf_counter() - t0
+        corpus = load_corpus([data], validation_fraction=0.05, history_len=spec.data.history_len, seed=spec.data.seed)
+        cfg = spec.mid_train.model_copy(update={
+            "max_steps": st.steps, "eval_every": st.steps, "save_every": st.steps,
+            "warmup_steps": min(spec.mid_train.warmup_steps, max(0, st.steps // 4)),
+            "max_seq_len": max(spec.mid_train.max_seq_len, 1536), "seed": spec.mid_train.seed + k,
+        })
+        stage_tracker = _Offset(tracker, offset)
+        result = train_sft(model, processor, corpus, st.mixture or spec.data.mixture, cfg, env,
+                           ckpt_dir=work / f"ckpt-{k}", tracker=stage_tracker, eval_limit=eval_limit)
+        offset += st.steps
+        entry = {"level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
+                 "held_out": rates_to_dict(result.rates), "mixture": result.mixture,
+                 "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),
+                 "train_cpu_s": round(result.cpu_s, 1), "stage_cpu_s": round(time.process_time() - c0, 1)}
+        report["stages"].append(entry)
+        write_json_atomic(work / "bootstrap_progress.json", report)
+    report["wall_s"] = round(time.perf_counter() - t_wall, 1)
+    report["cpu_s"] = round(time.process_time() - t_cpu, 1)
+    save_model(model, processor, out)
+    write_json_atomic(out / "bootstrap_report.json", report)
+    return report
+
+
+class _Offset:
+    """Tracker that shifts step numbers, so the stages of one bootstrap form one curve."""
+
+    def __init__(self, inner: Tracker, offset: int) -> None:
+        self.inner, self.offset = inner, offset
+
+    def log_params(self, params: Any) -> None:
+        self.inner.log_params(params)
+
+    def log_metrics(self, metrics: Any, step: int) -> None:
+        self.inner.log_metrics(metrics, step + self.offset)
+
+    def log_artifact(self, path: str | Path, name: str | None = None) -> None:
+        self.inner.log_artifact(path, name)
+
+
+__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Stage", "bootstrap", "scaled", "with_steps"]
