@@ -23,11 +23,22 @@ def server() -> SimAdbServer:
     srv.stop()
 
 
+_OPEN: list[socket.socket] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_host_sockets() -> None:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 class Host:
     """A minimal ADB host: enough to exercise the device's handshake and streams."""
 
     def __init__(self, port: int, maxdata: int = 1 << 20) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        _OPEN.append(self.sock)
         self.maxdata = maxdata
 
     def send(self, cmd: int, a0: int, a1: int, data: bytes = b"") -> None:
@@ -81,6 +92,29 @@ def test_handshake_banner(server: SimAdbServer) -> None:
     assert reply.arg1 == w.DEVICE_MAX_PAYLOAD
     assert reply.data.startswith(b"device::") and b"features=shell_v2" in reply.data
     assert b"ro.product.model=Venus Sim" in reply.data
+
+
+def test_auth_is_accepted_without_a_token(server: SimAdbServer) -> None:
+    """We never send AUTH(TOKEN); a host that authenticates anyway is answered with CNXN."""
+    host = Host(server.port)
+    host.connect()
+    host.send(w.A_AUTH, 3, 0, b"QAAAA-public-key user@host\0")  # ADB_AUTH_RSAPUBLICKEY
+    reply = host.recv()
+    assert reply.name == "CNXN" and reply.data.startswith(b"device::")
+    out, _ = host.shell("shell:getprop ro.product.name")
+    assert out == b"venus_sim\n"
+
+
+def test_connection_limit() -> None:
+    phone = get_phone()
+    dev = SimDevice(phone, phone.initial(random.Random(0)), size=(360, 640))
+    with SimAdbServer(dev, max_connections=1) as srv:
+        first = Host(srv.port)
+        assert first.connect().name == "CNXN"
+        second = Host(srv.port)
+        assert second.closed()
+        out, _ = first.shell("shell:wm size")
+        assert out == b"Physical size: 360x640\n"
 
 
 def test_shell_v1_v2_and_flow_control(server: SimAdbServer) -> None:
