@@ -11,7 +11,15 @@ import pytest
 from PIL import Image
 
 from venus_core.config.spec import MixtureSpec
-from venus_core.data import DatasetReader, DatasetWriter, GroundingSample, Provenance, QASample, Trajectory, TrajectoryStep
+from venus_core.data import (
+    DatasetReader,
+    DatasetWriter,
+    GroundingSample,
+    Provenance,
+    QASample,
+    Trajectory,
+    TrajectoryStep,
+)
 from venus_core.data.mix import build_mixture, dhash, domain_targets
 from venus_core.data.validate import validate_dataset
 
@@ -21,8 +29,14 @@ def noise(seed: int, size: tuple[int, int] = (32, 24)) -> Image.Image:
     return Image.fromarray(rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8))
 
 
-def write_dataset(path: Path, n_per_domain: dict[str, int], seed: int, source: str = "src",
-                  steps_per_episode: int = 1, start: int = 0) -> Path:
+def write_dataset(
+    path: Path,
+    n_per_domain: dict[str, int],
+    seed: int,
+    source: str = "src",
+    steps_per_episode: int = 1,
+    start: int = 0,
+) -> Path:
     with DatasetWriter(path) as w:
         i = start
         for domain, n in n_per_domain.items():
@@ -31,18 +45,51 @@ def write_dataset(path: Path, n_per_domain: dict[str, int], seed: int, source: s
                 img = w.put_image(noise(seed * 100_000 + i))
                 prov = Provenance(source=source, source_id=str(i))
                 if domain == "grounding":
-                    w.write(GroundingSample(id=f"{source}-g{i}", image=img, image_size=(32, 24), platform="web",
-                                            instruction=f"click item {i}", box=(10, 10, 50, 50), provenance=prov))
+                    w.write(
+                        GroundingSample(
+                            id=f"{source}-g{i}",
+                            image=img,
+                            image_size=(32, 24),
+                            platform="web",
+                            instruction=f"click item {i}",
+                            box=(10, 10, 50, 50),
+                            provenance=prov,
+                        )
+                    )
                 elif domain == "navigation":
-                    t = Trajectory(id=f"{source}-t{i}", episode_id=f"ep{i}", platform="mobile", goal=f"goal {i}",
-                                   steps=[TrajectoryStep(image=img, image_size=(32, 24), think="", action="Click(box=(5,5))",
-                                                         conclusion="") for _ in range(steps_per_episode)],
-                                   success=True, provenance=prov)
-                    for s in (t.to_steps() if steps_per_episode > 1 else [t]):
+                    t = Trajectory(
+                        id=f"{source}-t{i}",
+                        episode_id=f"ep{i}",
+                        platform="mobile",
+                        goal=f"goal {i}",
+                        steps=[
+                            TrajectoryStep(
+                                image=img,
+                                image_size=(32, 24),
+                                think="",
+                                action="Click(box=(5,5))",
+                                conclusion="",
+                            )
+                            for _ in range(steps_per_episode)
+                        ],
+                        success=True,
+                        provenance=prov,
+                    )
+                    for s in t.to_steps() if steps_per_episode > 1 else [t]:
                         w.write(s)
                 else:
-                    w.write(QASample(id=f"{source}-q{i}", domain=domain, image=img, image_size=(32, 24), platform="web",
-                                     question=f"what is {i}?", answer="x", provenance=prov))
+                    w.write(
+                        QASample(
+                            id=f"{source}-q{i}",
+                            domain=domain,
+                            image=img,
+                            image_size=(32, 24),
+                            platform="web",
+                            question=f"what is {i}?",
+                            answer="x",
+                            provenance=prov,
+                        )
+                    )
     return path
 
 
@@ -56,9 +103,15 @@ def test_dhash_distances() -> None:
 
 def test_domain_targets() -> None:
     spec = MixtureSpec()
-    counts, eff = domain_targets({"perception": 1000, "vqa": 1000, "grounding": 1000, "navigation": 323}, spec, None)
-    assert counts == {"perception": 208, "vqa": 221, "grounding": 248, "navigation": 323} and eff["vqa"] == 0.221
-    counts, _ = domain_targets({"perception": 1000, "vqa": 1000, "grounding": 1000, "navigation": 1000}, spec, 100)
+    counts, eff = domain_targets(
+        {"perception": 1000, "vqa": 1000, "grounding": 1000, "navigation": 323}, spec, None
+    )
+    assert (
+        counts == {"perception": 208, "vqa": 221, "grounding": 248, "navigation": 323} and eff["vqa"] == 0.221
+    )
+    counts, _ = domain_targets(
+        {"perception": 1000, "vqa": 1000, "grounding": 1000, "navigation": 1000}, spec, 100
+    )
     assert sum(counts.values()) == 100 and counts["navigation"] == 32
     counts, eff = domain_targets({"grounding": 50, "navigation": 500}, spec, None)
     assert counts["perception"] == counts["vqa"] == 0 and counts["grounding"] == 50
@@ -66,8 +119,13 @@ def test_domain_targets() -> None:
 
 
 def test_mix_ratios_dedup_split_and_manifest(tmp_path: Path) -> None:
-    a = write_dataset(tmp_path / "a", {"perception": 30, "vqa": 30, "grounding": 30, "navigation": 40}, seed=1,
-                      source="a", steps_per_episode=3)
+    a = write_dataset(
+        tmp_path / "a",
+        {"perception": 30, "vqa": 30, "grounding": 30, "navigation": 40},
+        seed=1,
+        source="a",
+        steps_per_episode=3,
+    )
     b = write_dataset(tmp_path / "b", {"grounding": 10}, seed=1, source="b")  # other instructions: kept
     dup = tmp_path / "dup"
     with DatasetWriter(dup) as w:  # near-copies of a's grounding samples: resampled pixels, same instruction
@@ -110,5 +168,7 @@ def test_mix_weights_and_resample_copies(tmp_path: Path) -> None:
     m = build_mixture([tmp_path / "c"], tmp_path / "m3", only_g, validation_fraction=0.0)
     assert m["near_duplicates_removed"]["total"] == 0 and m["splits"]["train"]["records"] == 2
     m = build_mixture([a, tmp_path / "c"], tmp_path / "m4", only_g, names=["a", "c"], validation_fraction=0.0)
-    assert m["near_duplicates_removed"]["by_source"] == {"c": 2}  # original is a duplicate of a's, so is its copy
+    assert m["near_duplicates_removed"]["by_source"] == {
+        "c": 2
+    }  # original is a duplicate of a's, so is its copy
     random.seed(0)

@@ -13,8 +13,8 @@ from PIL import Image
 
 from venus_core.config.spec import ScoringSpec
 from venus_core.data.store import DatasetReader
-from venus_core.scoring.judges import CachedJudge, JudgeFailure, make_judge
 from venus_core.scoring.cache import JudgementCache
+from venus_core.scoring.judges import CachedJudge, JudgeFailure, make_judge
 from venus_core.scoring.openai_judge import OpenAIJudge, retry_after_seconds
 from venus_core.scoring.policy import score_dataset
 from venus_core.scoring.rules import Judgement
@@ -23,7 +23,9 @@ from venus_core.scoring.testing_server import Reply, ScriptedChatServer, judgeme
 
 def _judge(server: ScriptedChatServer, reader: DatasetReader, **kw) -> tuple[OpenAIJudge, list[float]]:
     sleeps: list[float] = []
-    opts = dict(open_image=reader.open_image, timeout_s=2.0, max_retries=3, backoff_s=0.01, sleep=sleeps.append)
+    opts = dict(
+        open_image=reader.open_image, timeout_s=2.0, max_retries=3, backoff_s=0.01, sleep=sleeps.append
+    )
     opts.update(kw)
     return OpenAIJudge(server.base_url, "judge-model", **opts), sleeps
 
@@ -31,7 +33,9 @@ def _judge(server: ScriptedChatServer, reader: DatasetReader, **kw) -> tuple[Ope
 def test_good_reply_and_request_shape(synth_dir: Path, synth_records: list) -> None:
     reader = DatasetReader(synth_dir)
     record = next(r for r in synth_records if r.kind == "grounding")
-    with ScriptedChatServer([judgement_reply(5, 8, "box a bit off", {"instruction": "Tap the red button"})]) as srv:
+    with ScriptedChatServer(
+        [judgement_reply(5, 8, "box a bit off", {"instruction": "Tap the red button"})]
+    ) as srv:
         judge, sleeps = _judge(srv, reader)
         [v] = judge.judge_many([record])
         req = srv.requests[0]
@@ -49,9 +53,13 @@ def test_good_reply_and_request_shape(synth_dir: Path, synth_records: list) -> N
 
 def test_retries_5xx_malformed_body_and_bad_reply(synth_dir: Path, synth_records: list) -> None:
     reader = DatasetReader(synth_dir)
-    script = [Reply(status=503, body=b'{"error": "overloaded"}'), Reply(body=b"<html>not json"),
-              Reply(content="I would give it a 7"), Reply(content='{"alignment": 11, "reachability": 3, "rationale": "x"}'),
-              judgement_reply(9, 9)]
+    script = [
+        Reply(status=503, body=b'{"error": "overloaded"}'),
+        Reply(body=b"<html>not json"),
+        Reply(content="I would give it a 7"),
+        Reply(content='{"alignment": 11, "reachability": 3, "rationale": "x"}'),
+        judgement_reply(9, 9),
+    ]
     with ScriptedChatServer(script) as srv:
         judge, sleeps = _judge(srv, reader, max_retries=4)
         [v] = judge.judge_many(synth_records[:1])
@@ -84,7 +92,9 @@ def test_timeout_is_retried_then_given_up(synth_dir: Path, synth_records: list) 
 
 def test_client_error_is_not_retried(synth_dir: Path, synth_records: list) -> None:
     reader = DatasetReader(synth_dir)
-    with ScriptedChatServer([Reply(status=400, body=b'{"error": "unknown model"}'), judgement_reply(9, 9)]) as srv:
+    with ScriptedChatServer(
+        [Reply(status=400, body=b'{"error": "unknown model"}'), judgement_reply(9, 9)]
+    ) as srv:
         judge, sleeps = _judge(srv, reader)
         [v] = judge.judge_many(synth_records[:1])
     assert isinstance(v, JudgeFailure) and "HTTP 400" in v.reason and "unknown model" in v.reason
@@ -94,7 +104,9 @@ def test_client_error_is_not_retried(synth_dir: Path, synth_records: list) -> No
 def test_bounded_concurrency(synth_dir: Path, synth_records: list) -> None:
     reader = DatasetReader(synth_dir)
     records = synth_records[:8]
-    with ScriptedChatServer(default=lambda _r: Reply(content=judgement_reply(8, 8).content, delay_s=0.15)) as srv:
+    with ScriptedChatServer(
+        default=lambda _r: Reply(content=judgement_reply(8, 8).content, delay_s=0.15)
+    ) as srv:
         judge, _ = _judge(srv, reader, concurrency=3)
         verdicts = judge.judge_many(records)
         peak = srv.max_in_flight
@@ -130,7 +142,9 @@ def test_spec_errors(synth_dir: Path) -> None:
     with pytest.raises(ValueError, match="needs scoring.endpoint"):
         make_judge(ScoringSpec(judge="openai", judge_model="m"), open_image=reader.open_image)
     with pytest.raises(ValueError, match="must be an http"):
-        make_judge(ScoringSpec(judge="openai", endpoint="ftp://x", judge_model="m"), open_image=reader.open_image)
+        make_judge(
+            ScoringSpec(judge="openai", endpoint="ftp://x", judge_model="m"), open_image=reader.open_image
+        )
 
 
 def test_server_rejects_unknown_paths() -> None:

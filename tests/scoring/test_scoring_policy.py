@@ -54,7 +54,12 @@ def test_policy_buckets_reconcile_and_outputs(tmp_path: Path, synth_dir: Path, s
         if fate == "keep":
             return Judgement(8, 10, (), None, "scripted")
         if fate == "rewrite":
-            key = {"grounding": "instruction", "trajectory": "goal", "qa": "question", "navigation_step": "goal"}[r.kind]
+            key = {
+                "grounding": "instruction",
+                "trajectory": "goal",
+                "qa": "question",
+                "navigation_step": "goal",
+            }[r.kind]
             return Judgement(5, 9, ("vague",), {key: "a clearer wording"}, "scripted")
         if fate == "rewrite_none":
             return Judgement(6, 9, ("vague",), None, "scripted")
@@ -106,7 +111,9 @@ def test_discard_when_configured_and_failures(tmp_path: Path, synth_dir: Path, s
         score_dataset(synth_dir, tmp_path / "b", spec, ScriptedJudge(fn), max_failure_share=0.01)
 
 
-def test_rewrite_rescored_low_is_rebuilt_or_discarded(tmp_path: Path, synth_dir: Path, synth_records: list) -> None:
+def test_rewrite_rescored_low_is_rebuilt_or_discarded(
+    tmp_path: Path, synth_dir: Path, synth_records: list
+) -> None:
     def fn(r: AnyRecord, k: int) -> Verdict:
         if r.kind != "grounding":
             return Judgement(10, 10, (), None, "scripted")
@@ -138,7 +145,9 @@ def test_rebuild_only_synthetic(tmp_path: Path, synth_records: list) -> None:
         new = rebuild(traj, w)
         assert new.id == traj.id and new.episode_id == traj.episode_id and new.platform == traj.platform
         w.abort()
-    foreign = traj.model_copy(update={"provenance": traj.provenance.model_copy(update={"generator": "import"})})
+    foreign = traj.model_copy(
+        update={"provenance": traj.provenance.model_copy(update={"generator": "import"})}
+    )
     assert not rebuildable(foreign)
     with pytest.raises(ValueError, match="cannot rebuild"), DatasetWriter(tmp_path / "x") as w:
         rebuild(foreign, w)

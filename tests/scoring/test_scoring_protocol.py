@@ -26,13 +26,21 @@ def test_doctests() -> None:
 
 
 def test_parse_reply_strict() -> None:
-    j = parse_reply('```json\n{"alignment": 4, "reachability": 7, "rationale": "r", "proposal": {"goal": "g"}}\n```', "trajectory", "x")
+    j = parse_reply(
+        '```json\n{"alignment": 4, "reachability": 7, "rationale": "r", "proposal": {"goal": "g"}}\n```',
+        "trajectory",
+        "x",
+    )
     assert (j.score, j.proposal, j.rationale) == (4, {"goal": "g"}, ("r",))
-    for bad, msg in [("", "empty"), ("score: 7", "not one JSON object"), ("[1]", "not an object"),
-                     ('{"alignment": "7", "reachability": 7, "rationale": "r"}', "alignment"),
-                     ('{"alignment": 7, "reachability": 7, "rationale": "r", "extra": 1}', "extra"),
-                     ('{"alignment": 7, "reachability": 7, "rationale": "r"} trailing', "not one JSON object"),
-                     ('{"alignment": 5, "reachability": 7, "rationale": "r", "proposal": {"box": "1"}}', "not allowed")]:
+    for bad, msg in [
+        ("", "empty"),
+        ("score: 7", "not one JSON object"),
+        ("[1]", "not an object"),
+        ('{"alignment": "7", "reachability": 7, "rationale": "r"}', "alignment"),
+        ('{"alignment": 7, "reachability": 7, "rationale": "r", "extra": 1}', "extra"),
+        ('{"alignment": 7, "reachability": 7, "rationale": "r"} trailing', "not one JSON object"),
+        ('{"alignment": 5, "reachability": 7, "rationale": "r", "proposal": {"box": "1"}}', "not allowed"),
+    ]:
         with pytest.raises(JudgeReplyError, match=msg):
             parse_reply(bad, "grounding", "x")
 
@@ -61,7 +69,14 @@ def test_judge_image_per_kind(synth_dir: Path, synth_records: list) -> None:
         img = judge_image(r, reader.open_image)
         assert img.mode == "RGB"
         if r.kind == "trajectory" and len(r.steps) > 1:
-            assert img.width > reader.open_image(r.steps[0].image).width * min(len(r.steps), 4) * 0.9 * img.height / reader.open_image(r.steps[0].image).height
+            assert (
+                img.width
+                > reader.open_image(r.steps[0].image).width
+                * min(len(r.steps), 4)
+                * 0.9
+                * img.height
+                / reader.open_image(r.steps[0].image).height
+            )
 
 
 def test_cache_roundtrip(tmp_path: Path) -> None:
@@ -82,23 +97,17 @@ def test_make_judge_rules_is_the_registered_function(synth_records: list) -> Non
     assert judge.judge_many(synth_records[:3]) == [JUDGES.get("rules")(r) for r in synth_records[:3]]
 
 
-class _FakeTokenizer:
-    pass
-
-
-def test_local_judge_reads_model_replies(monkeypatch: pytest.MonkeyPatch, synth_dir: Path, synth_records: list) -> None:
+def test_local_judge_reads_model_replies(synth_dir: Path, synth_records: list) -> None:
     """The local backend sends the protocol prompt with the annotated image and parses replies."""
-    import venus_core.models.generation as generation
-
     seen: list = []
 
     def fake_generate(model, processor, chats, max_new_tokens, temperature=0.0, **kw):
         seen.extend(chats)
         return ['{"alignment": 8, "reachability": 9, "rationale": "ok"}', "garbage"][: len(chats)]
 
-    monkeypatch.setattr(generation, "generate", fake_generate)
     reader = DatasetReader(synth_dir)
-    judge = LocalJudge("ckpt", open_image=reader.open_image, model=object(), processor=object(), batch_size=2)
+    judge = LocalJudge("ckpt", open_image=reader.open_image, model=object(), processor=object(),
+                       batch_size=2, generate_fn=fake_generate)
     verdicts = judge.judge_many(synth_records[:2])
     assert isinstance(verdicts[0], Judgement) and verdicts[0].judge == "local:ckpt"
     assert isinstance(verdicts[1], JudgeFailure) and "bad judge reply" in verdicts[1].reason
@@ -106,3 +115,15 @@ def test_local_judge_reads_model_replies(monkeypatch: pytest.MonkeyPatch, synth_
     assert isinstance(content[0]["image"], Image.Image) and "data-quality judge" in content[1]["text"]
     with pytest.raises(ValueError, match="needs scoring.judge_model"):
         LocalJudge.from_spec(ScoringSpec(judge="local"), open_image=reader.open_image)
+
+
+@pytest.mark.slow
+def test_local_judge_with_the_tiny_model(tmp_path: Path, synth_dir: Path, synth_records: list) -> None:
+    """The whole local path on the untrained tiny model: it answers, its replies are not judgements,
+    and each sample becomes a counted JudgeFailure (never a score)."""
+    reader = DatasetReader(synth_dir)
+    spec = ScoringSpec(judge="local", judge_model="tiny")
+    judge = make_judge(spec, open_image=reader.open_image, tiny_dir=tmp_path / "tiny", max_new_tokens=8)
+    verdicts = judge.judge_many(synth_records[:2])
+    assert judge.calls == 1 and len(verdicts) == 2
+    assert all(isinstance(v, JudgeFailure) and v.judge == "local:tiny" for v in verdicts)

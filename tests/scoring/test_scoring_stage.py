@@ -28,8 +28,21 @@ def _app() -> typer.Typer:
 
 def test_runtime_job_rules_judge(tmp_path: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["--spec", str(AGENT), "--data", str(synth_dir), "--out", str(out),
-                 "--set", "data.validation_fraction=0.25"]) == 0
+    assert (
+        main(
+            [
+                "--spec",
+                str(AGENT),
+                "--data",
+                str(synth_dir),
+                "--out",
+                str(out),
+                "--set",
+                "data.validation_fraction=0.25",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "kept" in printed and "TOTAL" in printed and "hi-fi before" in printed
     report = json.loads((out / "report.json").read_text())
@@ -47,7 +60,9 @@ def test_runtime_job_rules_judge(tmp_path: Path, synth_dir: Path, capsys: pytest
     assert len(lines) == cleaned
 
 
-def test_runtime_job_rejects_invalid_dataset(tmp_path: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_runtime_job_rejects_invalid_dataset(
+    tmp_path: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import shutil
 
     bad = tmp_path / "bad"
@@ -61,28 +76,67 @@ def test_runtime_job_rejects_invalid_dataset(tmp_path: Path, synth_dir: Path, ca
 def test_cli_score_with_openai_judge_and_cache(tmp_path: Path, synth_dir: Path) -> None:
     runner = CliRunner()
     with ScriptedChatServer(default=lambda _r: judgement_reply(9, 8)) as srv:
-        args = ["data", "score", str(synth_dir), "-o", str(tmp_path / "s"), "--set", "scoring.judge=openai",
-                "--set", f"scoring.endpoint={srv.base_url}", "--set", "scoring.judge_model=qwen3-vl-judge", "--json"]
+        args = [
+            "data",
+            "score",
+            str(synth_dir),
+            "-o",
+            str(tmp_path / "s"),
+            "--set",
+            "scoring.judge=openai",
+            "--set",
+            f"scoring.endpoint={srv.base_url}",
+            "--set",
+            "scoring.judge_model=qwen3-vl-judge",
+            "--json",
+        ]
         first = runner.invoke(_app(), args)
         assert first.exit_code == 0, first.output
         calls = len(srv.requests)
         second = runner.invoke(_app(), args)
         assert second.exit_code == 0 and len(srv.requests) == calls == len(DatasetReader(synth_dir))
     assert json.loads(first.output)["decisions"]["kept"] == calls
-    bad = runner.invoke(_app(), ["data", "score", str(synth_dir), "-o", str(tmp_path / "t"), "--set", "scoring.judge=nope"])
+    bad = runner.invoke(
+        _app(), ["data", "score", str(synth_dir), "-o", str(tmp_path / "t"), "--set", "scoring.judge=nope"]
+    )
     assert bad.exit_code == 2 and "unknown judges name 'nope'" in bad.output
 
 
 def test_cli_clean_and_mix(tmp_path: Path, synth_dir: Path) -> None:
     runner = CliRunner()
-    r = runner.invoke(_app(), ["data", "clean", str(synth_dir), "-o", str(tmp_path / "c"), "--step", "unify_scroll",
-                               "--step", "filter_inconsistent"])
+    r = runner.invoke(
+        _app(),
+        [
+            "data",
+            "clean",
+            str(synth_dir),
+            "-o",
+            str(tmp_path / "c"),
+            "--step",
+            "unify_scroll",
+            "--step",
+            "filter_inconsistent",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "unify_scroll" in r.output and "resample_actions" not in r.output
-    bad = runner.invoke(_app(), ["data", "clean", str(synth_dir), "-o", str(tmp_path / "d"), "--step", "nope"])
+    bad = runner.invoke(
+        _app(), ["data", "clean", str(synth_dir), "-o", str(tmp_path / "d"), "--step", "nope"]
+    )
     assert bad.exit_code == 1 and "unknown cleaning step" in bad.output
-    m = runner.invoke(_app(), ["data", "mix", str(tmp_path / "c" / "dataset"), "-o", str(tmp_path / "m"),
-                               "--set", "data.validation_fraction=0.0", "--json"])
+    m = runner.invoke(
+        _app(),
+        [
+            "data",
+            "mix",
+            str(tmp_path / "c" / "dataset"),
+            "-o",
+            str(tmp_path / "m"),
+            "--set",
+            "data.validation_fraction=0.0",
+            "--json",
+        ],
+    )
     assert m.exit_code == 0, m.output
     manifest = json.loads(m.output)
     assert manifest["splits"]["validation"]["records"] == 0 and manifest["splits"]["train"]["records"] > 0

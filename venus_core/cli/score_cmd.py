@@ -35,10 +35,17 @@ def _spec(spec: Path | None, overrides: list[str] | None):  # type: ignore[no-un
 
 def score_cmd(
     src: Annotated[Path, typer.Argument(help="dataset directory to score")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (dataset/, report.json, decisions.jsonl, histogram.png)")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="output directory (dataset/, report.json, decisions.jsonl, histogram.png)"
+        ),
+    ],
     spec: SpecOpt = None,
     overrides: SetOpt = None,
-    cache: Annotated[Path | None, typer.Option("--cache", help="judgement cache file (default OUT/judge_cache.sqlite)")] = None,
+    cache: Annotated[
+        Path | None, typer.Option("--cache", help="judgement cache file (default OUT/judge_cache.sqlite)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Judge every record of SRC and apply keep (>=7) / rewrite (4-6) / rebuild-or-discard (0-3)."""
@@ -49,7 +56,9 @@ def score_cmd(
     agent = _spec(spec, overrides)
     try:
         reader = DatasetReader(src)
-        judge = make_judge(agent.scoring, open_image=reader.open_image, cache_path=cache or out / "judge_cache.sqlite")
+        judge = make_judge(
+            agent.scoring, open_image=reader.open_image, cache_path=cache or out / "judge_cache.sqlite"
+        )
         try:
             report = score_dataset(src, out, agent.scoring, judge)
         finally:
@@ -62,15 +71,26 @@ def score_cmd(
         typer.echo(json.dumps(data, indent=2))
         return
     out_console.print(report.table())
-    out_console.print(f"judge {judge.judge_id}: {judge.calls} backend call(s); decisions in {out / 'decisions.jsonl'}")
+    out_console.print(
+        f"judge {judge.judge_id}: {judge.calls} backend call(s); decisions in {out / 'decisions.jsonl'}"
+    )
 
 
 def clean_cmd(
     src: Annotated[Path, typer.Argument(help="dataset directory to clean")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (dataset/, clean_report.json, dropped.jsonl)")],
-    step: Annotated[list[str] | None, typer.Option("--step", help="run only these steps (repeatable, in this order)")] = None,
-    scroll: Annotated[list[str] | None, typer.Option("--scroll-semantics", help="SOURCE=finger|content|auto (repeatable)")] = None,
-    target_share: Annotated[float, typer.Option("--resample-target-share", min=0, max=1, help="rare-action target share")] = 0.05,
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="output directory (dataset/, clean_report.json, dropped.jsonl)"),
+    ],
+    step: Annotated[
+        list[str] | None, typer.Option("--step", help="run only these steps (repeatable, in this order)")
+    ] = None,
+    scroll: Annotated[
+        list[str] | None, typer.Option("--scroll-semantics", help="SOURCE=finger|content|auto (repeatable)")
+    ] = None,
+    target_share: Annotated[
+        float, typer.Option("--resample-target-share", min=0, max=1, help="rare-action target share")
+    ] = 0.05,
     as_json: JsonOpt = False,
 ) -> None:
     """Apply the UI-Venus-1.0 cleaning rules to SRC; report before/after counts per step."""
@@ -85,8 +105,11 @@ def clean_cmd(
             fail(f"--scroll-semantics {item!r}: expected SOURCE=finger|content|auto")
         semantics[key] = value
     try:
-        options = CleanOptions(steps=list(step or DEFAULT_ORDER), scroll_semantics=semantics,  # type: ignore[arg-type]
-                               resample_target_share=target_share)
+        options = CleanOptions(
+            steps=list(step or DEFAULT_ORDER),
+            scroll_semantics=semantics,  # type: ignore[arg-type]
+            resample_target_share=target_share,
+        )
         report = clean_dataset(src, out, options)
     except ValidationError as exc:
         fail(f"invalid cleaning options: {exc}")
@@ -95,20 +118,28 @@ def clean_cmd(
     if as_json:
         typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return
-    out_console.print(f"{src}: read {report['read']}, dropped {report['dropped']}, added {report['added']} -> {report['written']}")
+    out_console.print(
+        f"{src}: read {report['read']}, dropped {report['dropped']}, added {report['added']} -> {report['written']}"
+    )
     for s in report["steps"]:
         reasons = ", ".join(f"{k}={v}" for k, v in s["dropped_by_reason"].items())
-        out_console.print(f"  {s['step']:<28} {s['before']:>6} -> {s['after']:<6} changed {s['changed']:<5}"
-                          f" added {s['added']:<5}{'  dropped: ' + reasons if reasons else ''}")
+        out_console.print(
+            f"  {s['step']:<28} {s['before']:>6} -> {s['after']:<6} changed {s['changed']:<5}"
+            f" added {s['added']:<5}{'  dropped: ' + reasons if reasons else ''}"
+        )
 
 
 def mix_cmd(
     inputs: Annotated[list[Path], typer.Argument(help="scored dataset directories (one source each)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (train/, validation/, mix_manifest.json)")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="output directory (train/, validation/, mix_manifest.json)")
+    ],
     spec: SpecOpt = None,
     overrides: SetOpt = None,
     total: Annotated[int | None, typer.Option("--total", min=1, help="at most this many records")] = None,
-    max_distance: Annotated[int, typer.Option("--max-distance", min=0, max=64, help="dHash bits for near-duplicates")] = 4,
+    max_distance: Annotated[
+        int, typer.Option("--max-distance", min=0, max=64, help="dHash bits for near-duplicates")
+    ] = 4,
     as_json: JsonOpt = False,
 ) -> None:
     """Build the mid-training corpus: domain ratios (data.mixture), dedup, split by episode."""
@@ -118,19 +149,31 @@ def mix_cmd(
     names = [p.name for p in inputs]
     weights = {s.name: s.weight for s in agent.data.sources if s.name in names}
     try:
-        manifest = build_mixture(inputs, out, agent.data.mixture, names=names, weights=weights, total=total,
-                                 validation_fraction=agent.data.validation_fraction, seed=agent.data.seed,
-                                 max_distance=max_distance)
+        manifest = build_mixture(
+            inputs,
+            out,
+            agent.data.mixture,
+            names=names,
+            weights=weights,
+            total=total,
+            validation_fraction=agent.data.validation_fraction,
+            seed=agent.data.seed,
+            max_distance=max_distance,
+        )
     except (ValueError, OSError) as exc:
         fail(str(exc), code=1)
     if as_json:
         typer.echo(json.dumps(manifest, indent=2, ensure_ascii=False))
         return
     sel = ", ".join(f"{d}={n}" for d, n in manifest["selected_by_domain"].items())
-    out_console.print(f"selected {sel}; near-duplicates removed: {manifest['near_duplicates_removed']['total']}")
+    out_console.print(
+        f"selected {sel}; near-duplicates removed: {manifest['near_duplicates_removed']['total']}"
+    )
     for split in ("train", "validation"):
         s = manifest["splits"][split]
-        out_console.print(f"  {split:<10} {s['records']} records, {s['episodes']} episodes, by source {s['by_source']}")
+        out_console.print(
+            f"  {split:<10} {s['records']} records, {s['episodes']} episodes, by source {s['by_source']}"
+        )
 
 
 def register(data_app: typer.Typer) -> None:

@@ -35,7 +35,13 @@ import numpy as np
 from PIL import Image
 
 from venus_core.config.spec import DATA_DOMAINS, MixtureSpec
-from venus_core.data.schema import GroundingSample, NavigationStep, QASample, Trajectory, record_images
+from venus_core.data.schema import (
+    GroundingSample,
+    NavigationStep,
+    QASample,
+    Trajectory,
+    record_images,
+)
 from venus_core.data.store import DatasetReader, DatasetWriter
 
 AnyRecord = GroundingSample | NavigationStep | Trajectory | QASample
@@ -111,8 +117,9 @@ def remove_near_duplicates(items: list[_Item], max_distance: int) -> tuple[list[
     return kept, removed
 
 
-def domain_targets(available: Mapping[str, int], mixture: MixtureSpec, total: int | None
-                   ) -> tuple[dict[str, int], dict[str, float]]:
+def domain_targets(
+    available: Mapping[str, int], mixture: MixtureSpec, total: int | None
+) -> tuple[dict[str, int], dict[str, float]]:
     """Records per domain: the largest corpus (<= total) in which every available domain gets its share."""
     ratios = {d: float(getattr(mixture, d)) for d in DATA_DOMAINS}
     live = {d: r for d, r in ratios.items() if r > 0 and available.get(d, 0) > 0}
@@ -127,15 +134,19 @@ def domain_targets(available: Mapping[str, int], mixture: MixtureSpec, total: in
     counts = {d: int(raw[d]) for d in DATA_DOMAINS}
     for d in sorted(live, key=lambda d: -(raw[d] - int(raw[d])))[: n - sum(counts.values())]:
         counts[d] += 1
-    return {d: min(c, available.get(d, 0)) for d, c in counts.items()}, {d: round(v, 6) for d, v in eff.items()}
+    return {d: min(c, available.get(d, 0)) for d, c in counts.items()}, {
+        d: round(v, 6) for d, v in eff.items()
+    }
 
 
 def _counts(items: Sequence[_Item]) -> dict[str, Any]:
-    return {"records": len(items),
-            "episodes": len({it.group for it in items}),
-            "by_domain": dict(sorted(Counter(it.record.domain for it in items).items())),
-            "by_source": dict(sorted(Counter(it.source for it in items).items())),
-            "by_source_domain": {s: dict(sorted(c.items())) for s, c in sorted(_nested(items).items())}}
+    return {
+        "records": len(items),
+        "episodes": len({it.group for it in items}),
+        "by_domain": dict(sorted(Counter(it.record.domain for it in items).items())),
+        "by_source": dict(sorted(Counter(it.source for it in items).items())),
+        "by_source_domain": {s: dict(sorted(c.items())) for s, c in sorted(_nested(items).items())},
+    }
 
 
 def _nested(items: Sequence[_Item]) -> dict[str, Counter[str]]:
@@ -145,10 +156,19 @@ def _nested(items: Sequence[_Item]) -> dict[str, Counter[str]]:
     return out
 
 
-def build_mixture(inputs: Sequence[str | Path], out: str | Path, mixture: MixtureSpec | None = None, *,
-                  names: Sequence[str] | None = None, weights: Mapping[str, float] | None = None,
-                  validation_fraction: float = 0.05, seed: int = 0, max_distance: int = 4,
-                  total: int | None = None, overwrite: bool = True) -> dict[str, Any]:
+def build_mixture(
+    inputs: Sequence[str | Path],
+    out: str | Path,
+    mixture: MixtureSpec | None = None,
+    *,
+    names: Sequence[str] | None = None,
+    weights: Mapping[str, float] | None = None,
+    validation_fraction: float = 0.05,
+    seed: int = 0,
+    max_distance: int = 4,
+    total: int | None = None,
+    overwrite: bool = True,
+) -> dict[str, Any]:
     """Write out/train, out/validation (datasets) and out/mix_manifest.json; return the manifest."""
     mixture = mixture or MixtureSpec()
     if not inputs:
@@ -162,8 +182,12 @@ def build_mixture(inputs: Sequence[str | Path], out: str | Path, mixture: Mixtur
     unknown = sorted(set(weights) - set(names))
     if unknown:
         raise ValueError(f"mix: weights for unknown sources {unknown}; sources: {names}")
-    items = [_Item(name, reader, r) for name, path in zip(names, inputs, strict=True)
-             for reader in [DatasetReader(path)] for r in reader]
+    items = [
+        _Item(name, reader, r)
+        for name, path in zip(names, inputs, strict=True)
+        for reader in [DatasetReader(path)]
+        for r in reader
+    ]
     read = Counter(it.source for it in items)
     items, removed = remove_near_duplicates(items, max_distance)
     by_domain: dict[str, list[_Item]] = defaultdict(list)
@@ -175,7 +199,12 @@ def build_mixture(inputs: Sequence[str | Path], out: str | Path, mixture: Mixtur
     for d in DATA_DOMAINS:
         pool = by_domain.get(d, [])
         # weighted sampling without replacement (Efraimidis–Spirakis keys), deterministic in seed
-        pool = sorted(pool, key=lambda it: -(_u(seed, f"pick/{it.source}/{it.record.id}") ** (1 / weights.get(it.source, 1.0))))
+        pool = sorted(
+            pool,
+            key=lambda it: (
+                -(_u(seed, f"pick/{it.source}/{it.record.id}") ** (1 / weights.get(it.source, 1.0)))
+            ),
+        )
         chosen += pool[: targets[d]]
     split = {"train": [], "validation": []}  # type: dict[str, list[_Item]]
     for it in chosen:
@@ -185,8 +214,16 @@ def build_mixture(inputs: Sequence[str | Path], out: str | Path, mixture: Mixtur
     renamed = 0
     for name, part in split.items():
         ids: set[str] = set()
-        with DatasetWriter(out / name, overwrite=overwrite, sources=names, created_by="venus_core.data.mix") as w:
-            for it in sorted(part, key=lambda it: (DATA_DOMAINS.index(it.record.domain), _u(seed, f"order/{it.source}/{it.record.id}"))):
+        with DatasetWriter(
+            out / name, overwrite=overwrite, sources=names, created_by="venus_core.data.mix"
+        ) as w:
+            for it in sorted(
+                part,
+                key=lambda it: (
+                    DATA_DOMAINS.index(it.record.domain),
+                    _u(seed, f"order/{it.source}/{it.record.id}"),
+                ),
+            ):
                 record = it.record
                 if record.id in ids:
                     record = record.model_copy(update={"id": f"{it.source}:{record.id}"})
@@ -203,18 +240,29 @@ def build_mixture(inputs: Sequence[str | Path], out: str | Path, mixture: Mixtur
     if leaked:  # cannot happen by construction; fail closed if it ever does
         raise RuntimeError(f"mix: episodes in both splits: {leaked[:5]}")
     manifest = {
-        "inputs": [{"name": n, "path": str(p), "records": read[n]} for n, p in zip(names, inputs, strict=True)],
+        "inputs": [
+            {"name": n, "path": str(p), "records": read[n]} for n, p in zip(names, inputs, strict=True)
+        ],
         "ratios": {d: getattr(mixture, d) for d in DATA_DOMAINS},
         "effective_ratios": effective,
-        "dropped_domains": sorted(d for d in DATA_DOMAINS if getattr(mixture, d) > 0 and not available.get(d)),
-        "near_duplicates_removed": {"total": sum(removed.values()), "by_source": dict(sorted(removed.items())),
-                                    "max_distance": max_distance},
+        "dropped_domains": sorted(
+            d for d in DATA_DOMAINS if getattr(mixture, d) > 0 and not available.get(d)
+        ),
+        "near_duplicates_removed": {
+            "total": sum(removed.values()),
+            "by_source": dict(sorted(removed.items())),
+            "max_distance": max_distance,
+        },
         "available_by_domain": {d: available.get(d, 0) for d in DATA_DOMAINS},
         "selected_by_domain": targets,
         "unused_by_domain": {d: available.get(d, 0) - targets[d] for d in DATA_DOMAINS},
         "ids_renamed": renamed,
-        "validation_fraction": validation_fraction, "seed": seed, "weights": weights,
+        "validation_fraction": validation_fraction,
+        "seed": seed,
+        "weights": weights,
         "splits": {name: _counts(part) for name, part in split.items()},
     }
-    (out / "mix_manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "mix_manifest.json").write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     return manifest

@@ -22,10 +22,17 @@ from venus_core.runtime.common import job_parser, load_job_spec, provenance, wri
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = job_parser("score_data", "Data scoring: validate, clean, judge, keep/rewrite/rebuild/discard, mix")
-    p.add_argument("--data", action="append", default=[], help="Venus dataset directory (repeatable); "
-                   "default: the spec's data sources")
-    p.add_argument("--clean-steps", default=None,
-                   help="comma-separated cleaning steps to run (default: all, in the standard order; '' for none)")
+    p.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        help="Venus dataset directory (repeatable); default: the spec's data sources",
+    )
+    p.add_argument(
+        "--clean-steps",
+        default=None,
+        help="comma-separated cleaning steps to run (default: all, in the standard order; '' for none)",
+    )
     args = p.parse_args(argv)
     spec = load_job_spec(args)
 
@@ -40,15 +47,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         inputs = [(Path(d).name, Path(d)) for d in args.data]
     else:
         inputs = [(s.name, build_source(s, out / "sources")[0]) for s in spec.data.sources]
-    clean = CleanOptions() if args.clean_steps is None else CleanOptions(
-        steps=[s.strip() for s in args.clean_steps.split(",") if s.strip()])
+    clean = (
+        CleanOptions()
+        if args.clean_steps is None
+        else CleanOptions(steps=[s.strip() for s in args.clean_steps.split(",") if s.strip()])
+    )
     try:
         summary = run_data_stage(spec, inputs, out, clean=clean, log=lambda m: print(m, flush=True))
     except (ValueError, RuntimeError, FileNotFoundError) as exc:
         print(f"score_data: error: {exc}", file=sys.stderr)
         return 1
-    write_json_atomic(out / "report.json", {**provenance("score_data", spec, [p for _, p in inputs]),
-                                            **summary, "wall_s": round(time.perf_counter() - t0, 1)})
+    write_json_atomic(
+        out / "report.json",
+        {
+            **provenance("score_data", spec, [p for _, p in inputs]),
+            **summary,
+            "wall_s": round(time.perf_counter() - t0, 1),
+        },
+    )
     return 0
 
 

@@ -52,7 +52,7 @@ class JudgeBackend(ABC):
     def judge_many(self, records: Sequence[AnyRecord]) -> list[Verdict]:
         """One verdict per record, in order."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a hook with a no-op default, not an abstract method
         """Release resources (connections, models)."""
 
 
@@ -102,8 +102,9 @@ class CachedJudge(JudgeBackend):
         self.cache.close()
 
 
-def make_judge(spec: ScoringSpec, *, open_image: OpenImage, cache_path: str | Path | None = None,
-               **options: Any) -> JudgeBackend:
+def make_judge(
+    spec: ScoringSpec, *, open_image: OpenImage, cache_path: str | Path | None = None, **options: Any
+) -> JudgeBackend:
     """The backend named by `spec.judge`, cached at `cache_path` when `spec.cache` is on."""
     obj = JUDGES.get(spec.judge)
     backend: JudgeBackend

@@ -9,7 +9,7 @@ greedy. torch and transformers are imported only when the judge is built.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,22 @@ from venus_core.scoring.rules import AnyRecord
 class LocalJudge(JudgeBackend):
     """Judge with `venus_core.models.load_model` + `generate`, `batch_size` records per call."""
 
-    def __init__(self, checkpoint: str, *, open_image: OpenImage, model_spec: ModelSpec | None = None,
-                 tiny_dir: str | Path | None = None, device: str = "cpu", batch_size: int = 4,
-                 max_new_tokens: int = 256, model: Any = None, processor: Any = None) -> None:
+    def __init__(
+        self,
+        checkpoint: str,
+        *,
+        open_image: OpenImage,
+        model_spec: ModelSpec | None = None,
+        tiny_dir: str | Path | None = None,
+        device: str = "cpu",
+        batch_size: int = 4,
+        max_new_tokens: int = 256,
+        model: Any = None,
+        processor: Any = None,
+        generate_fn: Callable[..., list[str]] | None = None,
+    ) -> None:
+        """`model`/`processor` skip loading (an already loaded pair); `generate_fn` replaces
+        `venus_core.models.generation.generate` (same signature)."""
         self.checkpoint = checkpoint
         self.judge_id = f"local:{checkpoint}"
         self.open_image = open_image
@@ -38,23 +51,32 @@ class LocalJudge(JudgeBackend):
 
             model, processor = load_model(checkpoint, model_spec or ModelSpec(), device, tiny_dir=tiny_dir)
         self.model, self.processor = model, processor
+        if generate_fn is None:
+            from venus_core.models.generation import generate
+
+            generate_fn = generate
+        self.generate = generate_fn
 
     @classmethod
     def from_spec(cls, spec: ScoringSpec, *, open_image: OpenImage, **options: Any) -> LocalJudge:
         if not spec.judge_model:
-            raise ValueError("scoring.judge=local needs scoring.judge_model (a local HF checkpoint directory, or 'tiny')")
+            raise ValueError(
+                "scoring.judge=local needs scoring.judge_model (a local HF checkpoint directory, or 'tiny')"
+            )
         return cls(spec.judge_model, open_image=open_image, **options)
 
     def judge_many(self, records: Sequence[AnyRecord]) -> list[Verdict]:
-        from venus_core.models.generation import generate
         from venus_core.models.prompts import build_messages
 
         out: list[Verdict] = []
         for start in range(0, len(records), self.batch_size):
             chunk = records[start : start + self.batch_size]
-            chats = [build_messages(judge_image(r, self.open_image), f"{SYSTEM_PROMPT}\n\n{describe(r)}") for r in chunk]
+            chats = [
+                build_messages(judge_image(r, self.open_image), f"{SYSTEM_PROMPT}\n\n{describe(r)}")
+                for r in chunk
+            ]
             self.calls += 1
-            replies = generate(self.model, self.processor, chats, self.max_new_tokens, temperature=0.0)
+            replies = self.generate(self.model, self.processor, chats, self.max_new_tokens, temperature=0.0)
             for record, text in zip(chunk, replies, strict=True):
                 try:
                     out.append(parse_reply(text, record.kind, self.judge_id))

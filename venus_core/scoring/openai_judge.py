@@ -18,7 +18,6 @@ import io
 import json
 import os
 import random
-import socket
 import threading
 import time
 import urllib.error
@@ -74,12 +73,25 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 class OpenAIJudge(JudgeBackend):
     """Judge through POST {endpoint}/chat/completions."""
 
-    def __init__(self, endpoint: str, model: str, *, open_image: OpenImage, concurrency: int = 8,
-                 timeout_s: float = 60.0, max_retries: int = 3, backoff_s: float = 0.5,
-                 max_backoff_s: float = 30.0, max_tokens: int = 512, api_key: str | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        model: str,
+        *,
+        open_image: OpenImage,
+        concurrency: int = 8,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        max_tokens: int = 512,
+        api_key: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if not endpoint.startswith(("http://", "https://")):
-            raise ValueError(f"scoring.endpoint {endpoint!r} must be an http(s) URL such as http://host:8000/v1")
+            raise ValueError(
+                f"scoring.endpoint {endpoint!r} must be an http(s) URL such as http://host:8000/v1"
+            )
         self.url = endpoint.rstrip("/") + "/chat/completions"
         self.model = model
         self.judge_id = f"openai:{model}"
@@ -102,8 +114,15 @@ class OpenAIJudge(JudgeBackend):
             raise ValueError("scoring.judge=openai needs scoring.endpoint (an OpenAI-compatible base URL)")
         if not spec.judge_model:
             raise ValueError("scoring.judge=openai needs scoring.judge_model (the served model name)")
-        return cls(spec.endpoint, spec.judge_model, open_image=open_image, concurrency=spec.concurrency,
-                   timeout_s=spec.timeout_s, max_retries=spec.max_retries, **options)
+        return cls(
+            spec.endpoint,
+            spec.judge_model,
+            open_image=open_image,
+            concurrency=spec.concurrency,
+            timeout_s=spec.timeout_s,
+            max_retries=spec.max_retries,
+            **options,
+        )
 
     def _post(self, body: bytes) -> str:
         """One HTTP call; returns the reply text or raises _Retryable / RuntimeError."""
@@ -119,12 +138,14 @@ class OpenAIJudge(JudgeBackend):
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:200].decode("utf-8", "replace")
             if exc.code == 429 or exc.code >= 500:
-                raise _Retryable(f"HTTP {exc.code}: {detail}", retry_after_seconds(exc.headers.get("Retry-After"))) from None
+                raise _Retryable(
+                    f"HTTP {exc.code}: {detail}", retry_after_seconds(exc.headers.get("Retry-After"))
+                ) from None
             raise RuntimeError(f"{self.url}: HTTP {exc.code}: {detail}") from None
-        except (TimeoutError, socket.timeout) as exc:
+        except TimeoutError as exc:
             raise _Retryable(f"timeout after {self.timeout_s}s: {exc}") from None
         except urllib.error.URLError as exc:
-            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
+            if isinstance(exc.reason, TimeoutError):
                 raise _Retryable(f"timeout after {self.timeout_s}s") from None
             raise _Retryable(f"connection error: {exc.reason}") from None
         except (ConnectionError, http.client.HTTPException) as exc:
@@ -148,8 +169,15 @@ class OpenAIJudge(JudgeBackend):
             url = image_data_url(judge_image(record, self.open_image))
         except (OSError, ValueError) as exc:
             return JudgeFailure(f"record {record.id!r}: cannot render its image: {exc}", self.judge_id)
-        body = json.dumps({"model": self.model, "messages": chat_messages(record, url), "temperature": 0.0,
-                           "max_tokens": self.max_tokens, "response_format": {"type": "json_object"}}).encode()
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": chat_messages(record, url),
+                "temperature": 0.0,
+                "max_tokens": self.max_tokens,
+                "response_format": {"type": "json_object"},
+            }
+        ).encode()
         last = ""
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None

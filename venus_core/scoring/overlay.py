@@ -29,7 +29,13 @@ def _px(point: tuple[int, int], size: tuple[int, int]) -> tuple[int, int]:
     return to_pixels(point, size[0], size[1])
 
 
-def _box(draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], size: tuple[int, int], color: tuple[int, int, int], width: int) -> None:
+def _box(
+    draw: ImageDraw.ImageDraw,
+    box: tuple[int, int, int, int],
+    size: tuple[int, int],
+    color: tuple[int, int, int],
+    width: int,
+) -> None:
     x1, y1 = _px((box[0], box[1]), size)
     x2, y2 = _px((box[2], box[3]), size)
     draw.rectangle((x1, y1, x2, y2), outline=color, width=width)
@@ -41,8 +47,9 @@ def _arrow(draw: ImageDraw.ImageDraw, a: tuple[int, int], b: tuple[int, int], wi
     draw.ellipse((b[0] - r, b[1] - r, b[0] + r, b[1] + r), outline=RED, width=width)
 
 
-def draw_action(image: Image.Image, action: str, platform: str,
-                target_box: tuple[int, int, int, int] | None = None) -> Image.Image:
+def draw_action(
+    image: Image.Image, action: str, platform: str, target_box: tuple[int, int, int, int] | None = None
+) -> Image.Image:
     """A copy of `image` with the action (red) and the recorded target box (green) drawn on it."""
     out = image.convert("RGB")  # convert() always returns a copy
     draw = ImageDraw.Draw(out)
@@ -68,7 +75,9 @@ def _filmstrip(frames: list[Image.Image]) -> Image.Image:
     height = min(FILMSTRIP_HEIGHT, max(f.height for f in frames))
     scaled = [f.resize((max(1, round(f.width * height / f.height)), height)) for f in frames]
     gap = 8
-    strip = Image.new("RGB", (sum(f.width for f in scaled) + gap * (len(scaled) - 1), height), (255, 255, 255))
+    strip = Image.new(
+        "RGB", (sum(f.width for f in scaled) + gap * (len(scaled) - 1), height), (255, 255, 255)
+    )
     x = 0
     for f in scaled:
         strip.paste(f, (x, 0))
@@ -97,8 +106,15 @@ def judge_image(record: AnyRecord, open_image: OpenImage) -> Image.Image:
     if isinstance(record, NavigationStep):
         return draw_action(open_image(record.image), record.action, record.platform, record.target_box)
     if isinstance(record, Trajectory):
-        frames = [draw_action(open_image(record.steps[i].image), record.steps[i].action, record.platform,
-                              record.steps[i].target_box) for i in pick_steps(len(record.steps))]
+        frames = [
+            draw_action(
+                open_image(record.steps[i].image),
+                record.steps[i].action,
+                record.platform,
+                record.steps[i].target_box,
+            )
+            for i in pick_steps(len(record.steps))
+        ]
         return _filmstrip(frames)
     if isinstance(record, QASample):
         return open_image(record.image).convert("RGB")

@@ -75,8 +75,15 @@ def _chunks(it: Iterator[AnyRecord], n: int) -> Iterator[list[AnyRecord]]:
 
 
 class _Scorer:
-    def __init__(self, spec: ScoringSpec, judge: JudgeBackend, reader: DatasetReader, writer: DatasetWriter,
-                 scratch: DatasetWriter, decisions: Any) -> None:
+    def __init__(
+        self,
+        spec: ScoringSpec,
+        judge: JudgeBackend,
+        reader: DatasetReader,
+        writer: DatasetWriter,
+        scratch: DatasetWriter,
+        decisions: Any,
+    ) -> None:
         self.spec, self.judge, self.reader, self.writer, self.scratch = spec, judge, reader, writer, scratch
         self.decisions_file = decisions
         self.report = ScoreReport(keep_threshold=spec.keep_threshold)
@@ -84,8 +91,14 @@ class _Scorer:
     def _high(self, v: Verdict) -> bool:
         return isinstance(v, Judgement) and v.score >= self.spec.keep_threshold
 
-    def _finish(self, p: _Pending, decision: str, record: AnyRecord | None, final: int | None,
-                reason: str | None = None) -> None:
+    def _finish(
+        self,
+        p: _Pending,
+        decision: str,
+        record: AnyRecord | None,
+        final: int | None,
+        reason: str | None = None,
+    ) -> None:
         p.decision.update(decision=decision, final_score=final)
         if reason:
             p.decision["reason"] = reason
@@ -102,8 +115,12 @@ class _Scorer:
         rewrites: list[_Pending] = []
         for record, v in zip(chunk, self.judge.judge_many(chunk), strict=True):
             self.report.read += 1
-            d: dict[str, Any] = {"id": record.id, "kind": record.kind, "domain": record.domain,
-                                 "source": record.provenance.source}
+            d: dict[str, Any] = {
+                "id": record.id,
+                "kind": record.kind,
+                "domain": record.domain,
+                "source": record.provenance.source,
+            }
             p = _Pending(record, record, d)
             if isinstance(v, JudgeFailure):
                 self.report.judge_failures += 1
@@ -112,8 +129,13 @@ class _Scorer:
                 self._finish(p, "discarded", None, None, f"judge_failed: {v.reason}")
                 continue
             b = bucket(v.score, self.spec.keep_threshold, self.spec.rewrite_threshold)
-            d.update(bucket=b, score=v.score, alignment=v.alignment, reachability=v.reachability,
-                     rationale=list(v.rationale))
+            d.update(
+                bucket=b,
+                score=v.score,
+                alignment=v.alignment,
+                reachability=v.reachability,
+                rationale=list(v.rationale),
+            )
             self.report.buckets[b] += 1
             self.report.first_scores[v.score] += 1
             for reason in v.rationale:
@@ -137,7 +159,14 @@ class _Scorer:
                     copy_images(p.record, self.reader, self.writer)
                     self._finish(p, "rewritten", p.record, v.score)  # type: ignore[union-attr]
                 else:
-                    low.append((p, "rewrite_rescored_low" if isinstance(v, Judgement) else f"judge_failed: {v.reason}"))
+                    low.append(
+                        (
+                            p,
+                            "rewrite_rescored_low"
+                            if isinstance(v, Judgement)
+                            else f"judge_failed: {v.reason}",
+                        )
+                    )
         self._low(low)
 
     def _low(self, low: list[tuple[_Pending, str]]) -> None:
@@ -147,7 +176,11 @@ class _Scorer:
             if self.spec.on_low_score == "rebuild" and rebuildable(p.original):
                 todo.append((p, rebuild(p.original, self.scratch)))
             else:
-                reason = why if self.spec.on_low_score == "discard" or why.startswith("judge_failed") else f"{why}: source cannot rebuild"
+                reason = (
+                    why
+                    if self.spec.on_low_score == "discard" or why.startswith("judge_failed")
+                    else f"{why}: source cannot rebuild"
+                )
                 self._finish(p, "discarded", None, None, reason)
         if not todo:
             return
@@ -164,18 +197,31 @@ class _Scorer:
                 self._finish(p, "discarded", None, None, "rebuild_scored_low")
 
 
-
-def score_dataset(src: str | Path, out: str | Path, spec: ScoringSpec, judge: JudgeBackend, *,
-                  chunk_size: int = 64, max_failure_share: float = 0.05, overwrite: bool = True) -> ScoreReport:
+def score_dataset(
+    src: str | Path,
+    out: str | Path,
+    spec: ScoringSpec,
+    judge: JudgeBackend,
+    *,
+    chunk_size: int = 64,
+    max_failure_share: float = 0.05,
+    overwrite: bool = True,
+) -> ScoreReport:
     """Judge every record of dataset `src`; write out/dataset, out/decisions.jsonl, out/report.json
     and out/histogram.png. Raises when more than `max_failure_share` of the samples failed to judge
     (an unreachable or broken judge must stop the pipeline, not empty the corpus)."""
     src, out = Path(src), Path(out)
     reader = DatasetReader(src)
     out.mkdir(parents=True, exist_ok=True)
-    with DatasetWriter(out / "dataset", overwrite=overwrite, sources=reader.manifest.sources,
-                       created_by=f"venus_core.scoring ({judge.judge_id})") as writer, \
-         open(out / "decisions.jsonl", "w", encoding="utf-8") as decisions:
+    with (
+        DatasetWriter(
+            out / "dataset",
+            overwrite=overwrite,
+            sources=reader.manifest.sources,
+            created_by=f"venus_core.scoring ({judge.judge_id})",
+        ) as writer,
+        open(out / "decisions.jsonl", "w", encoding="utf-8") as decisions,
+    ):
         scratch = DatasetWriter(out / ".rebuild-scratch", overwrite=True)
         try:
             scorer = _Scorer(spec, judge, reader, writer, scratch, decisions)
@@ -186,8 +232,13 @@ def score_dataset(src: str | Path, out: str | Path, spec: ScoringSpec, judge: Ju
         report = scorer.report
         report.check()
         if report.read and report.judge_failures / report.read > max_failure_share:
-            raise RuntimeError(f"{src}: the judge failed on {report.judge_failures} of {report.read} samples "
-                               f"(> {max_failure_share:.0%}); see {out / 'decisions.jsonl'}")
-    draw_histograms([("first judgement", report.first_scores), ("final (written)", report.final_scores)],
-                    out / "histogram.png", spec.keep_threshold)
+            raise RuntimeError(
+                f"{src}: the judge failed on {report.judge_failures} of {report.read} samples "
+                f"(> {max_failure_share:.0%}); see {out / 'decisions.jsonl'}"
+            )
+    draw_histograms(
+        [("first judgement", report.first_scores), ("final (written)", report.final_scores)],
+        out / "histogram.png",
+        spec.keep_threshold,
+    )
     return report

@@ -68,18 +68,26 @@ def describe(record: AnyRecord) -> str:
     """The text part of the judge prompt for one record (the image carries the rest)."""
     keys = ", ".join(PROPOSAL_KEYS[record.kind])
     if isinstance(record, GroundingSample):
-        target = "none: the element should NOT be on screen (refusal)" if record.refusal else f"box {list(record.box or ())}"
+        target = (
+            "none: the element should NOT be on screen (refusal)"
+            if record.refusal
+            else f"box {list(record.box or ())}"
+        )
         body = f"Grounding sample ({record.platform}).\nInstruction: {record.instruction}\nRecorded target: {target}"
     elif isinstance(record, NavigationStep):
         history = "\n".join(f"  {i}. {h.action}" for i, h in enumerate(record.history)) or "  (none)"
-        body = (f"Navigation step {record.step_index} ({record.platform}).\nGoal: {record.goal}\n"
-                f"Step instruction: {record.instruction or '-'}\nEarlier actions:\n{history}\n"
-                f"Thought: {record.think}\nAction: {record.action}")
+        body = (
+            f"Navigation step {record.step_index} ({record.platform}).\nGoal: {record.goal}\n"
+            f"Step instruction: {record.instruction or '-'}\nEarlier actions:\n{history}\n"
+            f"Thought: {record.think}\nAction: {record.action}"
+        )
     elif isinstance(record, Trajectory):
         steps = "\n".join(f"  {i}. {s.action}" for i, s in enumerate(record.steps))
-        body = (f"Whole episode ({record.platform}, {len(record.steps)} steps, recorded success="
-                f"{record.success}); the image shows up to four of its screens left to right.\n"
-                f"Goal: {record.goal}\nActions:\n{steps}")
+        body = (
+            f"Whole episode ({record.platform}, {len(record.steps)} steps, recorded success="
+            f"{record.success}); the image shows up to four of its screens left to right.\n"
+            f"Goal: {record.goal}\nActions:\n{steps}"
+        )
     elif isinstance(record, QASample):
         body = f"{record.domain} question about the screen.\nQuestion: {record.question}\nAnswer: {record.answer}"
     else:
@@ -91,10 +99,13 @@ def chat_messages(record: AnyRecord, image_url: str) -> list[dict[str, Any]]:
     """OpenAI chat messages: system prompt, then one user turn with the image and description."""
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": image_url}},
-            {"type": "text", "text": describe(record)},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": image_url}},
+                {"type": "text", "text": describe(record)},
+            ],
+        },
     ]
 
 
@@ -107,7 +118,9 @@ def parse_reply(text: str, kind: str, judge: str) -> Judgement:
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as exc:
-        raise JudgeReplyError(f"reply is not one JSON object: {exc.msg} at char {exc.pos}: {text[:120]!r}") from None
+        raise JudgeReplyError(
+            f"reply is not one JSON object: {exc.msg} at char {exc.pos}: {text[:120]!r}"
+        ) from None
     if not isinstance(obj, dict):
         raise JudgeReplyError(f"reply is JSON {type(obj).__name__}, not an object")
     try:
@@ -119,15 +132,23 @@ def parse_reply(text: str, kind: str, judge: str) -> Judgement:
     if proposal is not None:
         bad = sorted(set(proposal) - set(PROPOSAL_KEYS[kind]))
         if bad:
-            raise JudgeReplyError(f"proposal keys {bad} not allowed for {kind}; allowed: {list(PROPOSAL_KEYS[kind])}")
+            raise JudgeReplyError(
+                f"proposal keys {bad} not allowed for {kind}; allowed: {list(PROPOSAL_KEYS[kind])}"
+            )
     return Judgement(reply.alignment, reply.reachability, (reply.rationale,), proposal, judge)
 
 
 def judgement_to_dict(j: Judgement) -> dict[str, Any]:
-    return {"alignment": j.alignment, "reachability": j.reachability, "rationale": list(j.rationale),
-            "proposal": j.proposal, "judge": j.judge}
+    return {
+        "alignment": j.alignment,
+        "reachability": j.reachability,
+        "rationale": list(j.rationale),
+        "proposal": j.proposal,
+        "judge": j.judge,
+    }
 
 
 def judgement_from_dict(d: dict[str, Any]) -> Judgement:
-    return Judgement(int(d["alignment"]), int(d["reachability"]), tuple(d["rationale"]),
-                     d.get("proposal"), str(d["judge"]))
+    return Judgement(
+        int(d["alignment"]), int(d["reachability"]), tuple(d["rationale"]), d.get("proposal"), str(d["judge"])
+    )

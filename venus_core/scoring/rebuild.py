@@ -24,8 +24,12 @@ _SOURCE_ID = re.compile(r"^(grounding|navigation|perception|vqa)-(-?\d+)-(\d+)$"
 def rebuildable(record: AnyRecord) -> bool:
     """True when the record came from the synthetic world and names its family."""
     p = record.provenance
-    return (p.generator == synth.GENERATOR and p.seed is not None and _SOURCE_ID.match(p.source_id) is not None
-            and isinstance(p.extra.get("level"), int))
+    return (
+        p.generator == synth.GENERATOR
+        and p.seed is not None
+        and _SOURCE_ID.match(p.source_id) is not None
+        and isinstance(p.extra.get("level"), int)
+    )
 
 
 def rebuild(record: AnyRecord, writer: DatasetWriter, attempt: int = 0) -> AnyRecord:
@@ -47,8 +51,12 @@ def rebuild(record: AnyRecord, writer: DatasetWriter, attempt: int = 0) -> AnyRe
     else:
         assert isinstance(record, QASample)
         new = synth.qa_sample(rng, level, ctx, writer, seed, idx, record.domain)
-    prov = Provenance(**{**new.provenance.model_dump(),
-                         "extra": {**new.provenance.extra, "rebuilt_from": record.id, "rebuild_attempt": attempt}})
+    prov = Provenance(
+        **{
+            **new.provenance.model_dump(),
+            "extra": {**new.provenance.extra, "rebuilt_from": record.id, "rebuild_attempt": attempt},
+        }
+    )
     update: dict[str, object] = {"id": record.id, "provenance": prov}
     if hasattr(record, "episode_id"):
         update["episode_id"] = record.episode_id  # type: ignore[union-attr]

@@ -37,7 +37,9 @@ class ScoreReport:
     def check(self) -> None:
         total = sum(self.decisions[d] for d in DECISIONS)
         if total != self.read:
-            raise RuntimeError(f"decision counts {dict(self.decisions)} add up to {total}, not the {self.read} read")
+            raise RuntimeError(
+                f"decision counts {dict(self.decisions)} add up to {total}, not the {self.read} read"
+            )
 
     @property
     def before(self) -> float:
@@ -76,7 +78,9 @@ class ScoreReport:
         return "\n".join(lines)
 
 
-def draw_histograms(panels: list[tuple[str, Counter[int]]], path: str | Path, keep_threshold: int = 7) -> Path:
+def draw_histograms(
+    panels: list[tuple[str, Counter[int]]], path: str | Path, keep_threshold: int = 7
+) -> Path:
     """Bar charts of score counts 0..10, one panel per (title, counts), written as PNG."""
     pw, ph, pad = 420, 260, 36
     img = Image.new("RGB", (pw * len(panels), ph), "white")

@@ -51,23 +51,45 @@ def bucket_table(scores: dict[str, dict[str, Any]]) -> str:
     rows: list[tuple[str, ...]] = [cols]
     total = dict.fromkeys(("read", *DECISIONS), 0)
     for name, rep in scores.items():
-        rows.append((name, str(rep["read"]), *(str(rep["decisions"][d]) for d in DECISIONS),
-                     f"{rep['high_fidelity_share']['before']:.1%}", f"{rep['high_fidelity_share']['after']:.1%}"))
+        rows.append(
+            (
+                name,
+                str(rep["read"]),
+                *(str(rep["decisions"][d]) for d in DECISIONS),
+                f"{rep['high_fidelity_share']['before']:.1%}",
+                f"{rep['high_fidelity_share']['after']:.1%}",
+            )
+        )
         total["read"] += rep["read"]
         for d in DECISIONS:
             total[d] += rep["decisions"][d]
     if total["read"]:
         high = sum(r["high_fidelity_share"]["before"] * r["read"] for r in scores.values())
-        rows.append(("TOTAL", str(total["read"]), *(str(total[d]) for d in DECISIONS),
-                     f"{high / total['read']:.1%}", f"{(total['read'] - total['discarded']) / total['read']:.1%}"))
+        rows.append(
+            (
+                "TOTAL",
+                str(total["read"]),
+                *(str(total[d]) for d in DECISIONS),
+                f"{high / total['read']:.1%}",
+                f"{(total['read'] - total['discarded']) / total['read']:.1%}",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-                     for r in rows)
+    return "\n".join(
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in rows
+    )
 
 
-def run_data_stage(spec: AgentSpec, inputs: Sequence[tuple[str, Path]], out: str | Path, *,
-                   clean: CleanOptions | None = None, log: Log = print, judge_options: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
+def run_data_stage(
+    spec: AgentSpec,
+    inputs: Sequence[tuple[str, Path]],
+    out: str | Path,
+    *,
+    clean: CleanOptions | None = None,
+    log: Log = print,
+    judge_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run the stage over (source name, dataset dir) pairs; returns the stage summary."""
     out = Path(out)
     names = [n for n, _ in inputs]
@@ -84,19 +106,27 @@ def run_data_stage(spec: AgentSpec, inputs: Sequence[tuple[str, Path]], out: str
     for name, path in inputs:
         rep = clean_dataset(path, out / "cleaned" / name, clean)
         summary["clean"][name] = {k: rep[k] for k in ("read", "written", "dropped", "added")} | {
-            "steps": {s["step"]: {k: s[k] for k in ("before", "after", "dropped", "changed", "added")} for s in rep["steps"]}}
+            "steps": {
+                s["step"]: {k: s[k] for k in ("before", "after", "dropped", "changed", "added")}
+                for s in rep["steps"]
+            }
+        }
         cleaned.append((name, out / "cleaned" / name / "dataset"))
         log(f"cleaned {name}: {rep['read']} read, {rep['dropped']} dropped, {rep['added']} added")
     mix_inputs = cleaned
     if spec.scoring.enabled:
         images = _Images()
-        judge = make_judge(spec.scoring, open_image=images, cache_path=out / "judge_cache.sqlite", **(judge_options or {}))
+        judge = make_judge(
+            spec.scoring, open_image=images, cache_path=out / "judge_cache.sqlite", **(judge_options or {})
+        )
         try:
             mix_inputs = []
             for name, path in cleaned:
                 images.reader = DatasetReader(path)
                 rep = score_dataset(path, out / "scored" / name, spec.scoring, judge).to_dict()
-                (out / "scored" / name / "report.json").write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+                (out / "scored" / name / "report.json").write_text(
+                    json.dumps(rep, indent=2) + "\n", encoding="utf-8"
+                )
                 summary["scoring"][name] = rep
                 mix_inputs.append((name, out / "scored" / name / "dataset"))
             summary["judge"] = {"id": judge.judge_id, "backend_calls": judge.calls}
@@ -105,10 +135,22 @@ def run_data_stage(spec: AgentSpec, inputs: Sequence[tuple[str, Path]], out: str
         summary["bucket_table"] = bucket_table(summary["scoring"])
         log(summary["bucket_table"])
     weights = {s.name: s.weight for s in spec.data.sources if s.name in names}
-    manifest = build_mixture([p for _, p in mix_inputs], out / "mixture", spec.data.mixture,
-                             names=[n for n, _ in mix_inputs], weights=weights,
-                             validation_fraction=spec.data.validation_fraction, seed=spec.data.seed)
-    summary["mixture"] = {k: manifest[k] for k in ("selected_by_domain", "effective_ratios", "near_duplicates_removed")} | {
-        "train": manifest["splits"]["train"]["records"], "validation": manifest["splits"]["validation"]["records"]}
-    log(f"mixture: {summary['mixture']['train']} train / {summary['mixture']['validation']} validation records")
+    manifest = build_mixture(
+        [p for _, p in mix_inputs],
+        out / "mixture",
+        spec.data.mixture,
+        names=[n for n, _ in mix_inputs],
+        weights=weights,
+        validation_fraction=spec.data.validation_fraction,
+        seed=spec.data.seed,
+    )
+    summary["mixture"] = {
+        k: manifest[k] for k in ("selected_by_domain", "effective_ratios", "near_duplicates_removed")
+    } | {
+        "train": manifest["splits"]["train"]["records"],
+        "validation": manifest["splits"]["validation"]["records"],
+    }
+    log(
+        f"mixture: {summary['mixture']['train']} train / {summary['mixture']['validation']} validation records"
+    )
     return summary

@@ -35,23 +35,44 @@ class Reply:
     delay_s: float = 0.0
 
 
-def judgement_reply(alignment: int, reachability: int, rationale: str = "scripted",
-                    proposal: dict[str, str] | None = None) -> Reply:
-    return Reply(content=json.dumps({"alignment": alignment, "reachability": reachability,
-                                     "rationale": rationale, "proposal": proposal}))
+def judgement_reply(
+    alignment: int, reachability: int, rationale: str = "scripted", proposal: dict[str, str] | None = None
+) -> Reply:
+    return Reply(
+        content=json.dumps(
+            {
+                "alignment": alignment,
+                "reachability": reachability,
+                "rationale": rationale,
+                "proposal": proposal,
+            }
+        )
+    )
 
 
 def completion_body(content: str, model: str = "scripted") -> bytes:
-    return json.dumps({"id": "chatcmpl-test", "object": "chat.completion", "model": model,
-                       "choices": [{"index": 0, "finish_reason": "stop",
-                                    "message": {"role": "assistant", "content": content}}]}).encode()
+    return json.dumps(
+        {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+            ],
+        }
+    ).encode()
 
 
 class ScriptedChatServer:
     """Serve scripted replies on 127.0.0.1:<port>; use as a context manager."""
 
-    def __init__(self, script: Iterable[Reply] = (), *, default: Callable[[dict[str, Any]], Reply] | None = None,
-                 port: int = 0) -> None:
+    def __init__(
+        self,
+        script: Iterable[Reply] = (),
+        *,
+        default: Callable[[dict[str, Any]], Reply] | None = None,
+        port: int = 0,
+    ) -> None:
         self.script: deque[Reply] = deque(script)
         self.default = default
         self.requests: list[dict[str, Any]] = []
@@ -64,8 +85,8 @@ class ScriptedChatServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
 
     def add(self, *replies: Reply) -> None:
         with self._lock:
@@ -143,13 +164,16 @@ class ScriptedChatServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m venus_core.scoring.testing_server",
-                                description="OpenAI-compatible judge stand-in that gives every sample one score.")
+    p = argparse.ArgumentParser(
+        prog="python -m venus_core.scoring.testing_server",
+        description="OpenAI-compatible judge stand-in that gives every sample one score.",
+    )
     p.add_argument("--port", type=int, default=8011)
     p.add_argument("--score", type=int, default=8, choices=range(11), metavar="0..10")
     args = p.parse_args(argv)
-    server = ScriptedChatServer(default=lambda _req: judgement_reply(args.score, args.score, "constant stand-in"),
-                                port=args.port)
+    server = ScriptedChatServer(
+        default=lambda _req: judgement_reply(args.score, args.score, "constant stand-in"), port=args.port
+    )
     print(f"serving {server.base_url} (score {args.score}); Ctrl-C to stop", flush=True)
     with server:
         try:

@@ -30,9 +30,6 @@ from venus_core.data.schema import GroundingSample, NavigationStep, QASample, Tr
 
 AnyRecord = GroundingSample | NavigationStep | Trajectory | QASample
 
-CLEAN_STEPS: Registry[Callable[[list[AnyRecord], "CleanOptions"], "StepOutput"]] = Registry(
-    "clean_steps", "data cleaning rules (UI-Venus-1.0)")
-
 DEFAULT_ORDER = ("unify_scroll", "filter_inconsistent", "reconstruct_info_retrieval", "resample_actions")
 """Order the runner applies the built-in steps in: fix semantics first, filter, repair, then resample
 (so copies are made of clean records only)."""
@@ -43,18 +40,26 @@ class CleanOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    steps: list[str] = Field(default_factory=lambda: list(DEFAULT_ORDER), description="steps to run, in order")
+    steps: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ORDER), description="steps to run, in order"
+    )
     scroll_semantics: dict[str, Literal["finger", "content", "auto"]] = Field(
         default_factory=dict,
         description="per source: Scroll direction is the finger's motion (canonical), the content's, or auto "
-                    "(decide per action from its start/end)")
+        "(decide per action from its start/end)",
+    )
     default_scroll_semantics: Literal["finger", "content", "auto"] = Field(
-        "auto", description="for sources not listed in scroll_semantics and without provenance.extra")
+        "auto", description="for sources not listed in scroll_semantics and without provenance.extra"
+    )
     edge_is_off_screen: bool = Field(
-        True, description="a point at coordinate 0 or 1000 is a clamped off-screen point (filtered)")
-    noop_repeats: int = Field(3, ge=2, description="this many identical actions on an unchanged screen = a no-op loop")
+        True, description="a point at coordinate 0 or 1000 is a clamped off-screen point (filtered)"
+    )
+    noop_repeats: int = Field(
+        3, ge=2, description="this many identical actions on an unchanged screen = a no-op loop"
+    )
     resample_target_share: float = Field(
-        0.05, ge=0, le=1, description="raise each action category to at least this share of steps (by copies)")
+        0.05, ge=0, le=1, description="raise each action category to at least this share of steps (by copies)"
+    )
     resample_max_copies: int = Field(4, ge=0, description="at most this many extra copies of one record")
 
 
@@ -78,9 +83,21 @@ class StepReport:
     info: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.name, "before": self.before, "after": self.after,
-                "dropped": sum(self.dropped.values()), "dropped_by_reason": dict(self.dropped.most_common()),
-                "changed": self.changed, "added": self.added, "info": self.info}
+        return {
+            "step": self.name,
+            "before": self.before,
+            "after": self.after,
+            "dropped": sum(self.dropped.values()),
+            "dropped_by_reason": dict(self.dropped.most_common()),
+            "changed": self.changed,
+            "added": self.added,
+            "info": self.info,
+        }
+
+
+CLEAN_STEPS: Registry[Callable[[list[AnyRecord], CleanOptions], StepOutput]] = Registry(
+    "clean_steps", "data cleaning rules (UI-Venus-1.0)"
+)
 
 
 def actions_of(record: AnyRecord) -> list[str]:

@@ -24,7 +24,8 @@ from venus_core.data.schema import Trajectory, parse_record
 _QUESTION_EN = re.compile(
     r"^\s*(what|which|who|whom|whose|when|where|why|how (many|much|long|old|far)|is there|are there|"
     r"do i have|does|tell me|find out|look up|check (what|whether|if|how))\b|\b(what is|what's|how many|how much)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _QUESTION_ZH = re.compile(r"多少|几个|几条|什么|哪个|哪些|哪里|是否|吗[？?]?$|谁")
 
 
@@ -79,10 +80,18 @@ def reconstruct_info_retrieval(records: list[AnyRecord], options: CleanOptions) 
         if last["action"].startswith("Finished("):
             last["action"] = final
         else:
-            data["steps"].append({"image": last["image"], "image_size": last["image_size"],
-                                  "think": "The answer to the question is now on the screen.",
-                                  "action": final, "conclusion": f"Answered: {answer}",
-                                  "instruction": None, "target_box": None, "meta": {"inserted": "answer"}})
+            data["steps"].append(
+                {
+                    "image": last["image"],
+                    "image_size": last["image_size"],
+                    "think": "The answer to the question is now on the screen.",
+                    "action": final,
+                    "conclusion": f"Answered: {answer}",
+                    "instruction": None,
+                    "target_box": None,
+                    "meta": {"inserted": "answer"},
+                }
+            )
         data["meta"] = {**data["meta"], "ir_answer_inserted": True}
         info["fixed"] += 1
         out.append(parse_record(data, where=f"reconstruct_info_retrieval of record {r.id!r}"))

@@ -55,5 +55,13 @@ def resample_actions(records: list[AnyRecord], options: CleanOptions) -> StepOut
             out.append(r.model_copy(update={"id": f"{r.id}~r{k}", "meta": meta}))
             added += 1
     after = action_mix(out)
-    return StepOutput(out, added=added, info={"steps_before": dict(sorted(before.items())), "share_before": _shares(before),
-                                              "steps_after": dict(sorted(after.items())), "share_after": _shares(after)})
+    return StepOutput(
+        out,
+        added=added,
+        info={
+            "steps_before": dict(sorted(before.items())),
+            "share_before": _shares(before),
+            "steps_after": dict(sorted(after.items())),
+            "share_after": _shares(after),
+        },
+    )

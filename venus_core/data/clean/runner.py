@@ -18,8 +18,9 @@ from venus_core.data.schema import record_images
 from venus_core.data.store import DatasetReader, DatasetWriter
 
 
-def clean_records(records: list[AnyRecord], options: CleanOptions
-                  ) -> tuple[list[AnyRecord], list[StepReport], list[tuple[str, AnyRecord, str]]]:
+def clean_records(
+    records: list[AnyRecord], options: CleanOptions
+) -> tuple[list[AnyRecord], list[StepReport], list[tuple[str, AnyRecord, str]]]:
     """Apply `options.steps` in order; returns (records, per-step reports, (step, record, reason) dropped)."""
     unknown = [s for s in options.steps if s not in CLEAN_STEPS]
     if unknown:
@@ -29,11 +30,20 @@ def clean_records(records: list[AnyRecord], options: CleanOptions
     for name in options.steps:
         before = len(records)
         result = CLEAN_STEPS.get(name)(records, options)
-        report = StepReport(name, before, len(result.records), _reasons(result.dropped), result.changed,
-                            result.added, result.info)
+        report = StepReport(
+            name,
+            before,
+            len(result.records),
+            _reasons(result.dropped),
+            result.changed,
+            result.added,
+            result.info,
+        )
         if report.after != before - len(result.dropped) + result.added:
-            raise RuntimeError(f"cleaning step {name!r}: {before} in, {len(result.dropped)} dropped, "
-                               f"{result.added} added, but {report.after} out")
+            raise RuntimeError(
+                f"cleaning step {name!r}: {before} in, {len(result.dropped)} dropped, "
+                f"{result.added} added, but {report.after} out"
+            )
         reports.append(report)
         dropped += [(name, r, why) for r, why in result.dropped]
         records = result.records
@@ -46,8 +56,9 @@ def _reasons(dropped: list[tuple[AnyRecord, str]]) -> Any:
     return Counter(why.split(":", 1)[0] for _, why in dropped)
 
 
-def clean_dataset(src: str | Path, out: str | Path, options: CleanOptions | None = None, *,
-                  overwrite: bool = True) -> dict[str, Any]:
+def clean_dataset(
+    src: str | Path, out: str | Path, options: CleanOptions | None = None, *, overwrite: bool = True
+) -> dict[str, Any]:
     """Clean dataset `src` into out/dataset; write out/clean_report.json and out/dropped.jsonl."""
     options = options or CleanOptions()
     src, out = Path(src), Path(out)
@@ -55,8 +66,12 @@ def clean_dataset(src: str | Path, out: str | Path, options: CleanOptions | None
     records = list(reader)
     cleaned, reports, dropped = clean_records(records, options)
     out.mkdir(parents=True, exist_ok=True)
-    with DatasetWriter(out / "dataset", overwrite=overwrite, sources=reader.manifest.sources,
-                       created_by="venus_core.data.clean") as writer:
+    with DatasetWriter(
+        out / "dataset",
+        overwrite=overwrite,
+        sources=reader.manifest.sources,
+        created_by="venus_core.data.clean",
+    ) as writer:
         for r in cleaned:
             for ref, _size, _field in record_images(r):
                 try:
@@ -66,10 +81,23 @@ def clean_dataset(src: str | Path, out: str | Path, options: CleanOptions | None
             writer.write(r)
     with open(out / "dropped.jsonl", "w", encoding="utf-8") as f:
         for step, r, why in dropped:
-            f.write(json.dumps({"id": r.id, "source": r.provenance.source, "step": step, "reason": why},
-                               ensure_ascii=False) + "\n")
-    report = {"input": str(src), "read": len(records), "written": len(cleaned),
-              "dropped": len(dropped), "added": sum(s.added for s in reports),
-              "steps": [s.to_dict() for s in reports], "options": options.model_dump()}
-    (out / "clean_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            f.write(
+                json.dumps(
+                    {"id": r.id, "source": r.provenance.source, "step": step, "reason": why},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
+    report = {
+        "input": str(src),
+        "read": len(records),
+        "written": len(cleaned),
+        "dropped": len(dropped),
+        "added": sum(s.added for s in reports),
+        "steps": [s.to_dict() for s in reports],
+        "options": options.model_dump(),
+    }
+    (out / "clean_report.json").write_text(
+        json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     return report
