@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 import subprocess
 import time
 
@@ -11,10 +12,14 @@ from PIL import Image
 
 from venus_core.actions import Click, PressBack, Type
 from venus_core.config.registry import ENVS
+from venus_core.data.synth.tasks import get_phone
 from venus_core.envs import (
     AdbServerProcess,
+    AdbShell,
+    AndroidEnv,
     EnvError,
     SimAdbServer,
+    SimDevice,
     SimPhoneEnv,
     SynthRef,
     Task,
@@ -153,3 +158,18 @@ def test_sim_server_serial_and_env_close_stop_servers() -> None:
     assert server is not None and adb is not None and env.shell.serial == server.serial
     env.close()
     assert env.server is None and env.adb_server is None and not adb.running
+
+
+def test_adbshell_exit_codes_on_a_device_without_shell_v2() -> None:
+    """Older devices lack shell_v2: adbutils appends `; echo X4EXIT:$?` to read exit codes."""
+    phone = get_phone()
+    dev = SimDevice(phone, phone.initial(random.Random(0)), size=SIZE)
+    with SimAdbServer(dev, features=("cmd",)) as srv, AdbServerProcess() as adb:
+        shell = AdbShell(srv.serial, port=adb.port, connect=True)
+        try:
+            assert shell.run("nosuch").exit_code == 127
+            out = shell.run("wm size")
+            assert (out.stdout, out.exit_code) == (b"Physical size: 360x640\n", 0)
+            assert AndroidEnv(shell=shell).size == SIZE
+        finally:
+            shell.close()

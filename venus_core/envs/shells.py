@@ -85,7 +85,10 @@ class AdbShell:
             r = self.device.shell2(command, timeout=timeout, encoding=None, rstrip=False, v2=True)
         except self._errors as exc:
             raise EnvError(f"adb {self.serial}: `{command[:80]}` failed: {exc}") from exc
-        return CommandOutput(r.stdout, r.stderr, r.returncode)
+        if r.stdout or r.stderr:
+            return CommandOutput(r.stdout, r.stderr, r.returncode)
+        # v1 shell (device without shell_v2): one interleaved stream, reported as stdout
+        return CommandOutput(r.output, b"", r.returncode)
 
     def close(self) -> None:
         if self._connected:

@@ -54,7 +54,8 @@ class SimAdbServer:
 
     def __init__(self, device: SimDevice, host: str = "127.0.0.1", port: int = 0, *,
                  max_connections: int = 16, max_streams: int = 64, ack_timeout: float = 30.0,
-                 banner_props: dict[str, str] | None = None) -> None:
+                 banner_props: dict[str, str] | None = None,
+                 features: tuple[str, ...] = FEATURES) -> None:
         if host not in LOOPBACK:
             raise ValueError(f"SimAdbServer binds to loopback only, not {host!r}")
         self.device = device
@@ -63,6 +64,7 @@ class SimAdbServer:
         self.max_connections = max_connections
         self.max_streams = max_streams
         self.ack_timeout = ack_timeout
+        self.features = features  # without "shell_v2", clients fall back to the v1 shell
         self.props = banner_props or {k: device.props[k] for k in
                                       ("ro.product.name", "ro.product.model", "ro.product.device")}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -202,7 +204,7 @@ class _Connection:
                 self.version = min(hdr.arg0, w.VERSION_SKIP_CHECKSUM)
                 self.max_payload = max(256, min(hdr.arg1, w.DEVICE_MAX_PAYLOAD))
             self.online = True
-            banner = w.device_banner(self.server.props, FEATURES)
+            banner = w.device_banner(self.server.props, self.server.features)
             await self.send(w.A_CNXN, self.version, w.DEVICE_MAX_PAYLOAD, banner)
             return
         if not self.online:
