@@ -23,3 +23,12 @@ def nav_data(tmp_path: Path) -> Path:
 @pytest.fixture()
 def scripted() -> Callable[..., Scripted]:
     return Scripted
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The untrained tiny default, built once per session (plumbing tests only)."""
+    from venus_core.config import AgentSpec
+    from venus_core.models.tiny import build_tiny
+
+    return build_tiny(AgentSpec().model.tiny, tmp_path_factory.mktemp("eval-tiny") / "tiny")

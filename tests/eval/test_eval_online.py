@@ -145,7 +145,7 @@ def test_sim_phone_planner_succeeds_and_report_renders() -> None:
 
 
 @pytest.mark.slow
-def test_cli_online_with_tiny_model(tmp_path: Path) -> None:
+def test_cli_online_with_tiny_model(tmp_path: Path, tiny_ckpt: Path) -> None:
     import typer
     from typer.testing import CliRunner
 
@@ -159,7 +159,7 @@ def test_cli_online_with_tiny_model(tmp_path: Path) -> None:
     def version() -> None:
         pass
 
-    r = CliRunner().invoke(app, ["eval", "online", "--model", "tiny", "--target",
+    r = CliRunner().invoke(app, ["eval", "online", "--model", str(tiny_ckpt), "--target",
                                  "sim-phone:levels=3,size=270x480,max_steps=2,envs=1", "--episodes", "1",
                                  "--max-new-tokens", "8", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output

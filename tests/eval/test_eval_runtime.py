@@ -18,13 +18,6 @@ from venus_core.eval.results import load_result
 from eval_fixtures import write_grounding, write_trajectories
 
 
-@pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from venus_core.models.tiny import build_tiny
-
-    return build_tiny(AgentSpec().model.tiny, tmp_path_factory.mktemp("eval-tiny") / "tiny")
-
-
 def test_plugin_registers_the_evaluators(tmp_path: Path) -> None:
     assert {"grounding", "nav_offline", "nav_offline_low"} <= set(EVAL_SUITES.names())
     assert suites.get_evaluator("grounding") is suites.grounding

@@ -23,7 +23,8 @@ import typer
 
 from venus_core.cli._common import SET_HELP, fail, out_console
 
-eval_app = typer.Typer(help="Evaluate models: grounding, offline navigation, HTML reports.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluate models: grounding, offline and online navigation, HTML reports.",
+                       no_args_is_help=True)
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="checkpoint directory, 'tiny', or served model name")]
 DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Venus dataset directory")]
