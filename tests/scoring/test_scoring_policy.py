@@ -149,5 +149,6 @@ def test_rebuild_only_synthetic(tmp_path: Path, synth_records: list) -> None:
         update={"provenance": traj.provenance.model_copy(update={"generator": "import"})}
     )
     assert not rebuildable(foreign)
+    assert not rebuildable(traj.to_steps()[0])  # one step of an episode cannot be regenerated alone
     with pytest.raises(ValueError, match="cannot rebuild"), DatasetWriter(tmp_path / "x") as w:
         rebuild(foreign, w)

@@ -60,6 +60,15 @@ def test_runtime_job_rules_judge(tmp_path: Path, synth_dir: Path, capsys: pytest
     assert len(lines) == cleaned
 
 
+def test_runtime_job_without_scoring(tmp_path: Path, synth_dir: Path) -> None:
+    out = tmp_path / "out"
+    assert main(["--spec", str(AGENT), "--data", str(synth_dir), "--out", str(out), "--clean-steps", "",
+                 "--set", "scoring.enabled=false"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["scoring"] == {} and "judge" not in report and not (out / "scored").exists()
+    assert report["clean"]["synth"]["steps"] == {} and report["mixture"]["train"] > 0
+
+
 def test_runtime_job_rejects_invalid_dataset(
     tmp_path: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import re
 
-from venus_core.data.schema import Provenance, QASample
+from venus_core.data.schema import NavigationStep, Provenance, QASample
 from venus_core.data.store import DatasetWriter
 from venus_core.data.synth import generate as synth
 from venus_core.scoring.rules import AnyRecord
@@ -22,7 +22,13 @@ _SOURCE_ID = re.compile(r"^(grounding|navigation|perception|vqa)-(-?\d+)-(\d+)$"
 
 
 def rebuildable(record: AnyRecord) -> bool:
-    """True when the record came from the synthetic world and names its family."""
+    """True when the record came from the synthetic world and names its family.
+
+    A navigation *step* is not rebuildable: its family makes whole episodes, and every step of
+    one episode would be replaced by the same new episode.
+    """
+    if isinstance(record, NavigationStep):
+        return False
     p = record.provenance
     return (
         p.generator == synth.GENERATOR
