@@ -1,5 +1,6 @@
-"""Grounding evaluation on what the ScreenSpot importers write: categories come through, the dataset
-is recognised as the benchmark, and the report shows the published numbers for it."""
+"""Evaluation on what the importers write: ScreenSpot-v2 (categories come through, the dataset is
+recognised as the benchmark, the report shows the published numbers for it) and GUI-Odyssey
+(offline navigation scored with the distance / F1 / direction rules)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,33 @@ def test_imported_screenspot_v2(tmp_path: Path) -> None:
     assert list(s["by_platform"]) == ["mobile"]
     html = render_report([res], viewer_limit=3)
     assert 'id="published"' in html and "UI-Venus-1.5-8B (published)" in html and "95.9" in html
+
+
+def test_imported_gui_odyssey_offline_navigation(tmp_path: Path) -> None:
+    from venus_core.eval.navigation import evaluate_nav_offline
+
+    from eval_fixtures import nav
+
+    src = tmp_path / "odyssey"
+    (src / "screenshots").mkdir(parents=True)
+    (src / "annotations").mkdir()
+    actions = [("CLICK", [[500, 250]]), ("TEXT", "new york"), ("SCROLL", [[500, 800], [510, 200]]), ("COMPLETE", "")]
+    steps = []
+    for i, (action, info) in enumerate(actions):
+        Image.new("RGB", (108, 240), (i * 30, 0, 0)).save(src / "screenshots" / f"s{i}.png")
+        steps.append({"step": i, "screenshot": f"s{i}.png", "action": action, "info": info, "ps": ""})
+    episode = {"episode_id": "ep1", "device_info": {"h": 240, "w": 108, "device_name": "Pixel"},
+               "task_info": {"category": "Multi_Apps", "app": ["Chrome"], "meta_task": "m", "task": "t",
+                             "instruction": "Search new york in Chrome."},
+               "step_length": len(steps), "steps": steps}
+    (src / "annotations" / "ep1.json").write_text(json.dumps(episode), encoding="utf-8")
+    assert run_import("guiodyssey", src, tmp_path / "gui").imported == 1
+    answers = {"guiodyssey:ep1:0": nav("Click(box=(600,300))"),  # 112 from the reference: within 14 % of the diagonal
+               "guiodyssey:ep1:1": nav("Type(content='new york city')"),  # token F1 0.8
+               "guiodyssey:ep1:2": nav("Scroll(start=(500,200),end=(500,800),direction='down')"),  # wrong direction
+               "guiodyssey:ep1:3": nav("Finished(content='')")}
+    res = evaluate_nav_offline(tmp_path / "gui", Scripted(answers))
+    s = res.summary
+    assert (s["type_accuracy"]["k"], s["step_success"]["k"], s["step_success"]["n"]) == (4, 3, 4)
+    assert s["by_type"]["Scroll"]["step_success"]["k"] == 0 and (s["episode_success"]["k"], s["episode_success"]["n"]) == (0, 1)
+    assert res.sources == {"guiodyssey": 4} and res.benchmark is None
