@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+
+
+def _cmd(data: Path, out: Path, tiny: Path, *extra: str) -> list[str]:
+    sets = {"model.base": str(tiny), "mid_train.max_steps": "30", "mid_train.batch_size": "2",
+            "mid_train.save_every": "1", "mid_train.eval_every": "1000", "mid_train.warmup_steps": "3",
+            "data.validation_fraction": "0.1"}
+    argv = [sys.executable, "-m", "venus_core.runtime.mid_train", "--spec", str(SPEC), "--data", str(data),
+            "--out", str(out), "--eval-limit", "1", *extra]
+    for k, v in sets.items():
+        argv += ["--set", f"{k}={v}"]
+    return argv
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_to_the_same_weights(train_tiny_dir: Path, grounding_l0: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    straight = tmp_path / "straight"
+    subprocess.run(_cmd(grounding_l0, straight, train_tiny_dir), env=env, check=True, capture_output=True, timeout=600)
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_cmd(grounding_l0, killed, train_tiny_dir), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    latest = killed / "checkpoints" / "latest"
+    deadline = time.monotonic() + 600
+    while not (latest.is_file() and latest.read_text() >= "step-00000003"):
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    assert not (killed / "model").exists()
+    stopped_at = latest.read_text()
+    assert stopped_at < "step-00000030"
+
+    subprocess.run(_cmd(grounding_l0, killed, train_tiny_dir, "--resume"), env=env, check=True,
+                   capture_output=True, timeout=600)
+    a = load_file(straight / "model" / "model.safetensors")
+    b = load_file(killed / "model" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"diverged after resuming {stopped_at}"
