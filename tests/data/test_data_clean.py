@@ -212,3 +212,27 @@ def test_clean_dataset_end_to_end(tmp_path: Path) -> None:
     assert out["good"].steps[1].action.endswith("direction='up')")
     assert out["ask"].steps[-1].action == "Finished(content='9:00')"
     assert validate_dataset(tmp_path / "out" / "dataset").ok
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_pt = st.tuples(st.integers(0, 1000), st.integers(0, 1000))
+
+
+@given(start=_pt, end=_pt, direction=st.sampled_from(["up", "down", "left", "right"]),
+       semantics=st.sampled_from(["finger", "content", "auto"]))
+def test_unify_action_properties(start, end, direction, semantics) -> None:
+    from venus_core.actions import Scroll, render_action
+
+    action = render_action(Scroll(start=start, end=end, direction=direction))
+    once = scroll_mod.unify_action(action, "mobile", semantics)
+    if semantics == "auto":
+        assert scroll_mod.unify_action(once, "mobile", "auto") == once  # idempotent
+        swipe = scroll_mod.swipe_direction(start, end)
+        if swipe is not None and swipe in (direction, scroll_mod.FLIP[direction]):
+            assert once.endswith(f"direction='{swipe}')")
+    elif semantics == "content":
+        assert scroll_mod.unify_action(once, "mobile", "content") == action  # an involution
+    else:
+        assert once == action

@@ -172,3 +172,26 @@ def test_mix_weights_and_resample_copies(tmp_path: Path) -> None:
         "c": 2
     }  # original is a duplicate of a's, so is its copy
     random.seed(0)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(avail=st.dictionaries(st.sampled_from(["perception", "vqa", "grounding", "navigation"]),
+                             st.integers(0, 5000), min_size=1),
+       total=st.one_of(st.none(), st.integers(1, 3000)))
+def test_domain_targets_properties(avail: dict[str, int], total: int | None) -> None:
+    spec = MixtureSpec()
+    counts, eff = domain_targets(avail, spec, total)
+    n = sum(counts.values())
+    assert all(0 <= counts[d] <= avail.get(d, 0) for d in counts)
+    if total is not None:
+        assert n <= total
+    live = [d for d in counts if avail.get(d, 0) > 0]
+    if live and n:
+        assert sum(eff.values()) == pytest.approx(1.0, abs=1e-5)
+        assert all(abs(counts[d] - n * eff[d]) <= 1 for d in live)
+        # largest corpus: one more record would make some domain's share exceed what it has
+        assert any((n + 1) * eff[d] > avail[d] + 1e-6 for d in live) or (total is not None and n == total)
