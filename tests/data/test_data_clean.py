@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from PIL import Image
 
 import venus_core.data.clean.info_retrieval as ir_mod
@@ -213,9 +215,6 @@ def test_clean_dataset_end_to_end(tmp_path: Path) -> None:
     assert out["ask"].steps[-1].action == "Finished(content='9:00')"
     assert validate_dataset(tmp_path / "out" / "dataset").ok
 
-
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _pt = st.tuples(st.integers(0, 1000), st.integers(0, 1000))
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from venus_core.config.spec import MixtureSpec
@@ -173,9 +175,6 @@ def test_mix_weights_and_resample_copies(tmp_path: Path) -> None:
     }  # original is a duplicate of a's, so is its copy
     random.seed(0)
 
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=200, deadline=None)
