@@ -61,7 +61,17 @@ def test_evaluate_job_two_models(tmp_path: Path, tiny_ckpt: Path) -> None:
 
 
 def test_evaluate_job_needs_suites(tmp_path: Path) -> None:
-    from venus_core.runtime.evaluate import main
+    from venus_core.config.spec import EvalSuiteSpec
+    from venus_core.runtime.evaluate import main, resolve_suites
+
+    g = str(write_grounding(tmp_path / "g"))
+    got = resolve_suites([g], [], 5, ["sim-phone:episodes=2"])
+    assert [(s.name, s.evaluator, s.data, s.limit) for s in got] == [
+        ("g", "grounding", g, 5), ("online", "online_sim", "sim-phone:episodes=2", 5)]
+    spec_suites = [EvalSuiteSpec(name="a", evaluator="grounding"), EvalSuiteSpec(name="b", evaluator="online_sim")]
+    assert [s.name for s in resolve_suites([], spec_suites, None)] == ["b"]  # offline suite without data skipped
+    with pytest.raises(ValueError, match="unknown key"):
+        resolve_suites([], [], None, ["sim-phone:colour=red"])
 
     with pytest.raises(ValueError, match="nothing to evaluate"):
         main(["--spec", "agents/venus-tiny", "--model", "tiny", "--out", str(tmp_path / "o")])

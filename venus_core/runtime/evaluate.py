@@ -1,11 +1,12 @@
 """The `evaluate` job: every model × every evaluation suite -> result JSONs, one HTML report, provenance.
 
     python -m venus_core.runtime.evaluate --spec AGENT --model CKPT [--model NAME=CKPT ...]
-        [--data DIR ...] [--base-url URL] [--limit N] --out DIR
+        [--data DIR ...] [--online TARGET ...] [--base-url URL] [--limit N] --out DIR
 
 Suites come from `--data` (each dataset directory is one suite, its evaluator chosen from the kind
-of its records: grounding, or offline navigation at the goal-only level) or, without `--data`,
-from the spec's `eval.suites` (those with a dataset, and online suites such as `online_sim`).
+of its records: grounding, or offline navigation at the goal-only level) and `--online` targets
+(live episodes on the simulated phone, `venus_core.eval.online_sim`) or, without either, from the
+spec's `eval.suites` (those with a dataset, and online suites such as `online_sim`).
 Several `--model`s are compared stage by stage in the report in the order given
 (e.g. `mid=…/mid_train offline=…/offline_rl merged=…`).
 With `--base-url` the models are names served by an OpenAI-compatible server (vLLM) and nothing is
@@ -33,6 +34,7 @@ from typing import Any
 from venus_core.config import AgentSpec
 from venus_core.config.spec import EvalSuiteSpec
 from venus_core.eval import suites as eval_suites
+from venus_core.eval.online_sim import parse_target
 from venus_core.eval.report import HEADLINE, write_report
 from venus_core.eval.results import EvalResult
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
@@ -48,26 +50,34 @@ def _parser() -> Any:
                    help="checkpoint directory, 'tiny', or a served model name with --base-url (repeatable)")
     p.add_argument("--data", action="append", default=[], metavar="DIR",
                    help="dataset directory to evaluate on (repeatable); default: the spec's eval.suites")
+    p.add_argument("--online", action="append", default=[], metavar="TARGET",
+                   help="also run online episodes on this target, e.g. sim-phone:levels=3-5,episodes=20 (repeatable)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible API root (e.g. http://vllm:8000/v1)")
     p.add_argument("--limit", type=int, default=None, help="at most this many samples / episodes per suite")
     p.add_argument("--viewer", type=int, default=24, help="samples shown in the report's viewer per result")
     return p
 
 
-def resolve_suites(data: Sequence[str], spec_suites: Sequence[EvalSuiteSpec], limit: int | None) -> list[EvalSuiteSpec]:
-    """Suites from --data dirs, else the spec's suites with a dataset; an empty result is an error."""
-    if data:
-        out = []
-        for d in data:
-            if not Path(d).is_dir():
-                raise FileNotFoundError(f"--data {d}: not a directory")
-            out.append(EvalSuiteSpec(name=Path(d.rstrip("/")).name, evaluator=eval_suites.evaluator_for_dataset(d),
-                                     data=d, limit=limit))
+def resolve_suites(data: Sequence[str], spec_suites: Sequence[EvalSuiteSpec], limit: int | None,
+                   online: Sequence[str] = ()) -> list[EvalSuiteSpec]:
+    """Suites from --data dirs and --online targets, else the spec's runnable suites; none is an error."""
+    out: list[EvalSuiteSpec] = []
+    for d in data:
+        if not Path(d).is_dir():
+            raise FileNotFoundError(f"--data {d}: not a directory")
+        out.append(EvalSuiteSpec(name=Path(d.rstrip("/")).name, evaluator=eval_suites.evaluator_for_dataset(d),
+                                 data=d, limit=limit))
+    for i, target in enumerate(online):
+        parse_target(target)  # fail on a bad target before any model is loaded
+        out.append(EvalSuiteSpec(name="online" if len(online) == 1 else f"online-{i}", evaluator="online_sim",
+                                 data=target, limit=limit))
+    if out:
         return out
     chosen = [s if limit is None else s.model_copy(update={"limit": limit}) for s in spec_suites
               if s.data or s.evaluator in eval_suites.NO_DATA_EVALUATORS]
     if not chosen:
-        raise ValueError("nothing to evaluate: pass --data DIR or list suites with a `data` in the spec's eval.suites")
+        raise ValueError("nothing to evaluate: pass --data DIR / --online TARGET, or list suites in the spec's "
+                         "eval.suites (offline suites need a `data`)")
     return chosen
 
 
@@ -133,7 +143,7 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     spec = load_job_spec(args)
-    suites = resolve_suites(args.data, spec.eval.suites, args.limit)
+    suites = resolve_suites(args.data, spec.eval.suites, args.limit, args.online)
     run(spec, args.model, suites, Path(args.out), base_url=args.base_url, viewer=args.viewer)
     return 0
 
