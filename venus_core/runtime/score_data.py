@@ -53,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else CleanOptions(steps=[s.strip() for s in args.clean_steps.split(",") if s.strip()])
     )
     try:
-        summary = run_data_stage(spec, inputs, out, clean=clean, log=lambda m: print(m, flush=True))
+        judge_options = {"tiny_dir": out / "judge_model"} if spec.scoring.judge == "local" else {}
+        summary = run_data_stage(spec, inputs, out, clean=clean, log=lambda m: print(m, flush=True),
+                                 judge_options=judge_options)
     except (ValueError, RuntimeError, FileNotFoundError) as exc:
         print(f"score_data: error: {exc}", file=sys.stderr)
         return 1

@@ -12,6 +12,11 @@ keeps it. A sample that cannot be rewritten (no proposal — the `rules` judge n
 an invalid proposal, or a low re-score) falls through to the low-score path, so nothing doubtful
 is kept silently. Low: rebuild from the synthetic world when `on_low_score=rebuild` and the
 source allows it (`rebuild.rebuildable`), judge the replacement once, else discard.
+
+decisions.jsonl, one object per record read: id, kind, domain, source, bucket (keep | rewrite |
+low | failed), score / alignment / reachability / rationale of the first judgement, decision
+(kept | rewritten | rebuilt | discarded), final_score (of what was written, else null), and where
+they apply: proposal, rescore, low_reason, rebuild_score, reason (why discarded).
 """
 
 from __future__ import annotations
