@@ -15,7 +15,8 @@ def bootstrap_cmd(
     spec: Annotated[Path, typer.Option("--spec", help="agent spec whose model.tiny / mid_train settings are used")] = Path("agents/venus-tiny"),
     work: Annotated[Path | None, typer.Option("--work", help="scratch directory for data and stage checkpoints (default: OUT.work)")] = None,
     scale: Annotated[float, typer.Option("--scale", min=0.0001, help="multiply every stage's steps (and data, up to 1)")] = 1.0,
-    steps: Annotated[str | None, typer.Option("--steps", help="comma-separated optimizer steps per stage, e.g. 250,1800,1000,120 (overrides --scale's steps)")] = None,
+    steps: Annotated[str | None, typer.Option("--steps", help="comma-separated optimizer steps per stage, e.g. 250,1800,1000,120; 0 skips a stage (overrides --scale's steps)")] = None,
+    init: Annotated[Path | None, typer.Option("--init", help="continue from a stage checkpoint (WORK/ckpt-K/step-N) instead of random init")] = None,
     eval_limit: Annotated[int, typer.Option("--eval-limit", min=1, help="held-out samples per domain per stage")] = 100,
 ) -> None:
     """Pre-train the tiny model through curriculum levels 0→1→2→3 (about 35–45 CPU-minutes at scale 1)."""
@@ -35,7 +36,7 @@ def bootstrap_cmd(
         agent = load_spec(str(spec), [])
         report = bootstrap(output, agent, work_dir=work or output.with_name(output.name + ".work"),
                            stages=stages, eval_limit=eval_limit,
-                           tracker=JsonlTracker(output.with_name(output.name + ".metrics.jsonl")))
+                           init_checkpoint=init, tracker=JsonlTracker(output.with_name(output.name + ".metrics.jsonl")))
     except (FileExistsError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     for st in report["stages"]:

@@ -46,10 +46,11 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
 
 
 def with_steps(stages: tuple[Stage, ...], steps: list[int]) -> tuple[Stage, ...]:
-    """The stages with explicit step counts, one per stage."""
-    if len(steps) != len(stages) or any(s < 1 for s in steps):
-        raise ValueError(f"need {len(stages)} positive step counts (one per stage), got {steps}")
-    return tuple(Stage(st.level, st.kind, st.n, k, st.mixture) for st, k in zip(stages, steps))
+    """The stages with explicit step counts, one per stage; 0 skips a stage (e.g. when continuing
+    from `init_checkpoint`)."""
+    if len(steps) != len(stages) or any(s < 0 for s in steps) or not any(steps):
+        raise ValueError(f"need {len(stages)} step counts >= 0 (one per stage, not all 0), got {steps}")
+    return tuple(Stage(st.level, st.kind, st.n, k, st.mixture) for st, k in zip(stages, steps) if k > 0)
 
 
 def scaled(stages: tuple[Stage, ...], scale: float) -> tuple[Stage, ...]:
@@ -68,10 +69,12 @@ def bootstrap(
     stages: tuple[Stage, ...] = DEFAULT_STAGES,
     eval_limit: int = 100,
     tracker: Tracker | None = None,
+    init_checkpoint: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train the tiny model of `spec.model.tiny` from random init through `stages`; save to `out_dir`.
 
-    Returns the report (also written to `out_dir/bootstrap_report.json`).
+    `init_checkpoint` (a training checkpoint `.../step-N` of an earlier bootstrap) continues from
+    those weights instead of random init. Returns the report (also `out_dir/bootstrap_report.json`).
     """
     from venus_core.data.synth import synthesize
     from venus_core.models.loading import load_model, save_model
@@ -88,8 +91,13 @@ def bootstrap(
     work.mkdir(parents=True, exist_ok=True)
     t_wall, t_cpu = time.perf_counter(), time.process_time()
     model, processor = load_model("tiny", spec.model, "cpu", tiny_dir=work / "init")
+    if init_checkpoint is not None:
+        from safetensors.torch import load_model as st_load_model
+
+        st_load_model(model, str(Path(init_checkpoint) / "model.safetensors"))
     env = DistEnv(0, 1, 0, torch.device("cpu"), "single")
-    report: dict[str, Any] = {"tiny": spec.model.tiny.model_dump(mode="json"), "stages": []}
+    report: dict[str, Any] = {"tiny": spec.model.tiny.model_dump(mode="json"), "stages": [],
+                              "init_checkpoint": str(init_checkpoint) if init_checkpoint else None}
     offset = 0
     for k, st in enumerate(stages):
         data = work / f"level{st.level}-{st.kind}-{st.n}"
@@ -105,7 +113,7 @@ def bootstrap(
         })
         stage_tracker = _Offset(tracker, offset)
         result = train_sft(model, processor, corpus, st.mixture or spec.data.mixture, cfg, env,
-                           ckpt_dir=work / f"ckpt-{k}", tracker=stage_tracker, eval_limit=eval_limit)
+                           ckpt_dir=work / f"ckpt-level{st.level}-{st.kind}", tracker=stage_tracker, eval_limit=eval_limit)
         offset += st.steps
         entry = {"level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "held_out": rates_to_dict(result.rates), "mixture": result.mixture,

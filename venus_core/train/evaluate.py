@@ -71,6 +71,40 @@ def evaluate_held_out(
     return rates
 
 
+def answer_losses(model: PreTrainedModel, processor: ProcessorMixin, items: Sequence[Item], batch_size: int = 16) -> list[float]:
+    """Mean cross-entropy over the answer tokens of each item (teacher forcing, no decoding)."""
+    from venus_core.models.batches import IGNORE_INDEX, collate
+
+    was_training = model.training
+    model.eval()
+    out: list[float] = []
+    try:
+        with torch.no_grad():
+            for i in range(0, len(items), batch_size):
+                batch = collate([it.example() for it in items[i : i + batch_size]], processor)
+                labels = batch.pop("labels")[:, 1:]
+                logits = model(**batch).logits[:, :-1].float()
+                ce = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none"
+                ).view(labels.shape)
+                mask = labels != IGNORE_INDEX
+                out += (ce.sum(1) / mask.sum(1).clamp(min=1)).tolist()
+    finally:
+        model.train(was_training)
+    return out
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high): normal-approximation 95 % interval of the mean."""
+    if not values:
+        raise ValueError("mean_interval of no values")
+    n = len(values)
+    mean = sum(values) / n
+    sd = (sum((v - mean) ** 2 for v in values) / max(1, n - 1)) ** 0.5
+    half = 1.959964 * sd / n**0.5
+    return mean, mean - half, mean + half
+
+
 def rates_to_metrics(rates: dict[str, Rate], prefix: str = "eval/") -> dict[str, float]:
     """Flat metrics for a Tracker: value and interval bounds of each rate."""
     out: dict[str, float] = {}
@@ -86,4 +120,4 @@ def rates_to_dict(rates: dict[str, Rate]) -> dict[str, Any]:
     return {k: r.to_dict() for k, r in rates.items()}
 
 
-__all__ = ["evaluate_held_out", "rates_to_dict", "rates_to_metrics"]
+__all__ = ["answer_losses", "evaluate_held_out", "mean_interval", "rates_to_dict", "rates_to_metrics"]
