@@ -86,3 +86,14 @@ def test_frozen_vision_tower_does_not_move(train_tiny_dir: Path, grounding_l0: P
     assert any(not torch.equal(before[k], after[k]) for k in after if k not in vis)
     with pytest.raises(ValueError, match="visual"):
         freeze_vision(torch.nn.Linear(2, 2))
+
+
+def test_too_long_samples_are_skipped_and_counted(train_tiny_dir: Path, mixture_l2: Path, tmp_path: Path) -> None:
+    model, proc = load_model(train_tiny_dir, ModelSpec())
+    corpus = load_corpus([mixture_l2], validation_fraction=0.0, history_len=5, seed=0)
+    tracker = MemoryTracker()
+    res = train_sft(model, proc, corpus, MixtureSpec(), _cfg(max_steps=1, batch_size=8, max_seq_len=300), CPU,
+                    ckpt_dir=tmp_path, tracker=tracker)
+    navigation = res.mixture["drawn"]["navigation"]  # ~1 000-token prompts: all over 300
+    assert navigation > 0 and res.skipped_too_long == navigation
+    assert tracker.series("train/skipped_too_long") == [(1, float(navigation))]

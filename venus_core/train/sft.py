@@ -101,7 +101,6 @@ def train_sft(
     resume: bool = False,
     stop_at: int | None = None,
     eval_limit: int = 200,
-    eval_at_start: bool = False,
 ) -> SFTResult:
     """Train `model` in place for `cfg.max_steps` steps (or until `stop_at`, which simulates a kill)."""
     tracker = tracker or NullTracker()
@@ -156,8 +155,6 @@ def train_sft(
             history.append({"step": at, **{k: r.to_dict() for k, r in rates.items()}})
         env.barrier()
 
-    if eval_at_start and step == 0:
-        run_eval(0)
     window: list[float] = []
     while step < cfg.max_steps and (stop_at is None or step < stop_at):
         share = split_for_rank(sampler.next_batch(), env.rank, env.world)
