@@ -5,7 +5,7 @@ plain AdamW over `collate` batches (answer-only labels), the recipe ENVIRONMENT.
 (batch 16, lr 2e-3, betas 0.9/0.98, clip 1). The project's mid-training stage replaces it.
 
 Run as a script to make the learning experiment's start checkpoint:
-    python tests/rl/rl_warmstart.py --data DIR --steps N --out DIR
+    python tests/rl/rl_warmstart.py --data DIR --steps N --out DIR [--init CKPT]
 """
 
 from __future__ import annotations
@@ -53,11 +53,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny-dir", default=None, help="build/load the tiny base here (default: <out>.base)")
+    ap.add_argument("--init", default=None, help="continue from this checkpoint instead of the tiny base")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--history-len", type=int, default=5)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    model, processor = load_model("tiny", ModelSpec(), tiny_dir=args.tiny_dir or args.out + ".base")
+    if args.init:
+        model, processor = load_model(args.init, ModelSpec())
+    else:
+        model, processor = load_model("tiny", ModelSpec(), tiny_dir=args.tiny_dir or args.out + ".base")
     reader = DatasetReader(args.data)
     records = []
     for r in reader:
