@@ -1,1 +1,68 @@
-"""venus_core.daas."""
+"""venus_core.daas: Device-as-a-Service (UI-Venus-1.5) — gateway, lease registry, client SDK.
+
+Modules: `tokens` (HMAC lease tokens), `routing` (device table, group -> shard hash, upstream
+pools), `gateway` (the token-checked TCP splice), `metrics` (Prometheus text), `service` (event
+loop / thread runners), `probes` (protocol health checks), `registry` (leases, TTL, quarantine),
+`lease_http` (registry over HTTP), `forward` (client handshake, local port forwarder), `client`
+(DevicePool / Lease / Tunnel), `errors` (typed errors shared by all of them).
+"""
+
+from venus_core.daas.client import DevicePool, Lease, Tunnel
+from venus_core.daas.errors import (
+    DaasError,
+    DeviceTimeout,
+    DeviceUnavailable,
+    GatewayBusy,
+    GatewayUnavailable,
+    LeaseError,
+    LeaseExpired,
+    NoDeviceAvailable,
+    TokenError,
+    TokenExpired,
+    TokenForged,
+    TokenMismatch,
+    UnknownDevice,
+    UpstreamClosed,
+    WrongShard,
+)
+from venus_core.daas.gateway import Gateway, GatewayConfig
+from venus_core.daas.lease_http import HttpRegistry, LeaseHTTPServer
+from venus_core.daas.registry import Grant, LeaseRegistry
+from venus_core.daas.routing import DeviceSpec, DeviceTable, load_devices, shard_of
+from venus_core.daas.service import GatewayThread, new_event_loop
+from venus_core.daas.tokens import Claims, TokenSigner
+
+__all__ = [
+    "Claims",
+    "DaasError",
+    "DevicePool",
+    "DeviceSpec",
+    "DeviceTable",
+    "DeviceTimeout",
+    "DeviceUnavailable",
+    "Gateway",
+    "GatewayBusy",
+    "GatewayConfig",
+    "GatewayThread",
+    "GatewayUnavailable",
+    "Grant",
+    "HttpRegistry",
+    "Lease",
+    "LeaseError",
+    "LeaseExpired",
+    "LeaseHTTPServer",
+    "LeaseRegistry",
+    "NoDeviceAvailable",
+    "TokenError",
+    "TokenExpired",
+    "TokenForged",
+    "TokenMismatch",
+    "TokenSigner",
+    "Tunnel",
+    "UnknownDevice",
+    "UpstreamClosed",
+    "WrongShard",
+    "load_devices",
+    "new_event_loop",
+    "shard_of",
+]

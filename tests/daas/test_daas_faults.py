@@ -1,0 +1,102 @@
+"""Faults: a silent device, an upstream killed mid-stream, a gateway restart. In each case the SDK
+raises a typed error within its timeout, the device is quarantined and replaced where it is at
+fault, and no lease leaks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import make_stack
+
+from venus_core.daas import DeviceSpec, DeviceTimeout, GatewayUnavailable, UpstreamClosed
+
+
+def test_device_that_stops_answering(echo_server, mute_server, stacks) -> None:  # type: ignore[no-untyped-def]
+    devs = [
+        DeviceSpec("hung", "tcp", "g", "127.0.0.1", mute_server.port),
+        DeviceSpec("good", "tcp", "g", "127.0.0.1", echo_server.port),
+    ]
+    stack = make_stack(devs)
+    stacks.append(stack)
+    with stack.pool(io_timeout=0.4).lease(kind="tcp") as (lease,):
+        assert (
+            lease.device == "hung"
+        )  # first in the table; it accepts TCP, so it passes a connect probe
+        t0 = time.monotonic()
+        with lease.connect() as t, pytest.raises(DeviceTimeout, match="hung"):
+            t.sendall(b"step")
+            t.recv_exact(4)
+        assert time.monotonic() - t0 < 2.0
+        lease.replace("stopped answering")
+        assert lease.device == "good"
+        assert "stopped answering" in stack.registry.status()["quarantined"]["hung"]
+        with lease.connect() as t:
+            t.sendall(b"step")
+            assert t.recv_exact(4) == b"step"
+    st = stack.registry.status()
+    assert st["leased"] == 0 and set(st["quarantined"]) == {"hung"}
+
+
+def test_upstream_killed_mid_stream(echo_server, stacks) -> None:  # type: ignore[no-untyped-def]
+    from conftest import tcp_server
+
+    other = tcp_server("echo")
+    try:
+        devs = [
+            DeviceSpec("a", "tcp", "g", "127.0.0.1", echo_server.port),
+            DeviceSpec("b", "tcp", "g", "127.0.0.1", other.port),
+        ]
+        stack = make_stack(devs)
+        stacks.append(stack)
+        with stack.pool(io_timeout=2).lease(kind="tcp") as (lease,):
+            with lease.connect() as t:
+                t.sendall(b"1234")
+                assert t.recv_exact(4) == b"1234"
+                echo_server.reset_all()  # the device dies with a TCP reset
+                t0 = time.monotonic()
+                with pytest.raises(UpstreamClosed):
+                    t.sendall(b"more")
+                    t.recv_exact(4)
+                assert time.monotonic() - t0 < 1.5
+            lease.replace("upstream reset")
+            assert lease.device == "b"
+            with lease.connect() as t:
+                t.sendall(b"ok")
+                assert t.recv_exact(2) == b"ok"
+        assert stack.registry.status()["leased"] == 0
+        # the gateway gives the sessions' pool slots back (asynchronously, on its loop)
+        deadline = time.monotonic() + 5
+        while any(p.active for p in stack.table.pools.values()):
+            assert time.monotonic() < deadline, "upstream pool slots leaked"
+            time.sleep(0.01)
+        assert stack.table.pools["a"].opened_total == 1
+    finally:
+        other.shutdown()
+        other.reset_all()
+        other.server_close()
+
+
+def test_gateway_restart(echo_server, stacks) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack([DeviceSpec("a", "tcp", "g", "127.0.0.1", echo_server.port)])
+    stacks.append(stack)
+    with stack.pool(io_timeout=2).lease(kind="tcp") as (lease,):
+        t = lease.connect()
+        t.sendall(b"before")
+        assert t.recv_exact(6) == b"before"
+        port = stack.gateway.port
+        stack.gateway.stop()
+        t0 = time.monotonic()
+        with pytest.raises(UpstreamClosed):
+            t.recv(10)
+        assert time.monotonic() - t0 < 1.5
+        t.close()
+        with pytest.raises(GatewayUnavailable):  # nothing listens while it is down
+            lease.connect()
+        stack.restart_gateway()
+        assert stack.gateway.port == port
+        with lease.connect() as t2:  # the lease and its token survive the restart
+            t2.sendall(b"after")
+            assert t2.recv_exact(5) == b"after"
+        assert stack.registry.status()["quarantined"] == {}  # not the device's fault
+    assert stack.registry.status()["leased"] == 0

@@ -1,0 +1,196 @@
+"""The lease registry over HTTP (JSON on loopback by default), and its client.
+
+Why HTTP: rollout workers in other processes or pods lease devices through one registry; the
+stdlib server and `urllib` keep the SDK free of extra dependencies (the paper mentions a
+multi-language SDK; any language with an HTTP client can speak this). Endpoints, all JSON:
+`POST /v1/lease {client, kind, n, labels, wait}` -> `{grants: [...]}`,
+`POST /v1/heartbeat|release|report {lease, client[, reason]}`, `POST /v1/replace {lease, client,
+reason, wait}` -> `{grant}`, `GET /v1/status`. Errors: HTTP 4xx with `{error: <code>, message}`
+where code is an `errors` class code, so the client raises the same typed exception.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+from venus_core.daas.errors import DaasError, GatewayUnavailable, error_for
+from venus_core.daas.registry import Grant, LeaseRegistry
+
+log = logging.getLogger(__name__)
+MAX_BODY = 1 << 16
+
+
+def _str(body: dict[str, Any], key: str) -> str:
+    v = body.get(key)
+    if not isinstance(v, str) or not v:
+        raise ValueError(f"field {key!r} must be a non-empty string")
+    return v
+
+
+class _Handler(BaseHTTPRequestHandler):
+    registry: LeaseRegistry
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug("lease http: " + fmt, *args)
+
+    def _reply(self, status: int, obj: dict[str, Any]) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/status":
+            self._reply(200, self.registry.status())
+        else:
+            self._reply(404, {"error": "not_found", "message": self.path})
+
+    def do_POST(self) -> None:
+        try:
+            n = int(self.headers.get("Content-Length", "0"))
+            if not 0 <= n <= MAX_BODY:
+                raise ValueError(f"body of {n} bytes (max {MAX_BODY})")
+            body = json.loads(self.rfile.read(n) or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("body must be a JSON object")  # noqa: TRY004 - answered with HTTP 400
+            self._reply(200, self._dispatch(body))
+        except DaasError as exc:
+            self._reply(409, {"error": exc.code, "message": str(exc)})
+        except (ValueError, TypeError) as exc:
+            self._reply(400, {"error": "bad_request", "message": f"{self.path}: {exc}"})
+
+    def _dispatch(self, b: dict[str, Any]) -> dict[str, Any]:
+        r = self.registry
+        if self.path == "/v1/lease":
+            labels = b.get("labels") or {}
+            if not isinstance(labels, dict):
+                raise ValueError("field 'labels' must be an object")
+            grants = r.lease(
+                _str(b, "client"),
+                _str(b, "kind"),
+                int(b.get("n", 1)),
+                {str(k): str(v) for k, v in labels.items()},
+                float(b.get("wait", 0)),
+            )
+            return {"grants": [g.to_dict() for g in grants]}
+        if self.path == "/v1/heartbeat":
+            return {"grant": r.heartbeat(_str(b, "lease"), _str(b, "client")).to_dict()}
+        if self.path == "/v1/release":
+            r.release(_str(b, "lease"), _str(b, "client"))
+            return {}
+        if self.path == "/v1/report":
+            r.report_failure(_str(b, "lease"), _str(b, "client"), str(b.get("reason", "")))
+            return {}
+        if self.path == "/v1/replace":
+            g = r.replace(
+                _str(b, "lease"),
+                _str(b, "client"),
+                str(b.get("reason", "")),
+                float(b.get("wait", 0)),
+            )
+            return {"grant": g.to_dict()}
+        raise ValueError("unknown endpoint")
+
+
+class LeaseHTTPServer:
+    """Serve a `LeaseRegistry` on host:port (0 = free port) from a background thread."""
+
+    def __init__(self, registry: LeaseRegistry, host: str = "127.0.0.1", port: int = 0) -> None:
+        handler = type("Handler", (_Handler,), {"registry": registry})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://{host}:{self.httpd.server_address[1]}"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="lease-http", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self.httpd.shutdown()
+            self._thread.join(5)
+            self._thread = None
+        self.httpd.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class HttpRegistry:
+    """Client of `LeaseHTTPServer` with the same methods as `LeaseRegistry`."""
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _post(self, path: str, body: dict[str, Any], extra_timeout: float = 0.0) -> dict[str, Any]:
+        req = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout + extra_timeout) as resp:
+                return dict(json.loads(resp.read()))
+        except urllib.error.HTTPError as exc:
+            try:
+                err = json.loads(exc.read())
+            except ValueError:
+                raise DaasError(f"lease registry {path}: HTTP {exc.code}") from exc
+            raise error_for(str(err.get("error")), str(err.get("message"))) from None
+        except OSError as exc:
+            raise GatewayUnavailable(f"lease registry {self.url}: {exc}") from exc
+
+    def lease(
+        self,
+        client: str,
+        kind: str,
+        n: int = 1,
+        labels: dict[str, str] | None = None,
+        wait: float = 0.0,
+    ) -> list[Grant]:
+        out = self._post(
+            "/v1/lease",
+            {"client": client, "kind": kind, "n": n, "labels": labels or {}, "wait": wait},
+            wait,
+        )
+        return [Grant.from_dict(g) for g in out["grants"]]
+
+    def heartbeat(self, lease_id: str, client: str) -> Grant:
+        return Grant.from_dict(
+            self._post("/v1/heartbeat", {"lease": lease_id, "client": client})["grant"]
+        )
+
+    def release(self, lease_id: str, client: str) -> None:
+        self._post("/v1/release", {"lease": lease_id, "client": client})
+
+    def report_failure(self, lease_id: str, client: str, reason: str) -> None:
+        self._post("/v1/report", {"lease": lease_id, "client": client, "reason": reason})
+
+    def replace(self, lease_id: str, client: str, reason: str, wait: float = 0.0) -> Grant:
+        body = {"lease": lease_id, "client": client, "reason": reason, "wait": wait}
+        return Grant.from_dict(self._post("/v1/replace", body, wait)["grant"])
+
+    def status(self) -> dict[str, Any]:
+        try:
+            with urllib.request.urlopen(self.url + "/v1/status", timeout=self.timeout) as resp:
+                return dict(json.loads(resp.read()))
+        except OSError as exc:
+            raise GatewayUnavailable(f"lease registry {self.url}: {exc}") from exc

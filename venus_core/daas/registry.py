@@ -1,0 +1,305 @@
+"""The lease registry: which devices exist, which client holds which, for how long.
+
+Why leases with a TTL: a rollout worker can die without saying goodbye (OOM, preemption); its
+devices must come back by themselves. A lease lives `ttl` seconds past its last heartbeat; the
+reaper thread ends expired leases and returns their devices. Health: a device is probed (see
+`probes`) before it is handed out; a failed probe, or a client reporting the device broken,
+quarantines it, and quarantined devices are re-probed every `recheck_after` seconds and return to
+the pool once they answer. Ending a lease for any reason calls the `on_end` hooks (a gateway
+running in process closes the lease's open sessions there).
+
+Each grant carries an HMAC token (see `tokens`) and the address of the gateway shard that owns the
+device's group (see `routing.shard_of`). The registry is in process and thread-safe; `lease_http`
+serves it over HTTP on loopback with the same methods.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Self
+
+from venus_core.daas.errors import LeaseExpired, NoDeviceAvailable, UnknownDevice
+from venus_core.daas.probes import Probe, probe_device
+from venus_core.daas.routing import DeviceSpec, shard_of
+from venus_core.daas.tokens import Claims, TokenSigner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a client receives for one leased device."""
+
+    lease: str
+    device: str
+    kind: str
+    group: str
+    client: str
+    gateway: str  # "host:port" of the shard that owns the device's group
+    token: str
+    ttl: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Grant:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass
+class _Lease:
+    id: str
+    device: DeviceSpec
+    client: str
+    labels: dict[str, str]
+    deadline: float
+
+
+@dataclass
+class _Quarantine:
+    reason: str
+    recheck_at: float
+    since: float = field(default_factory=time.monotonic)
+
+
+class LeaseRegistry:
+    """Hand out devices to clients under leases; see the module docstring."""
+
+    def __init__(
+        self,
+        devices: Sequence[DeviceSpec],
+        signer: TokenSigner,
+        gateways: Sequence[str],
+        *,
+        ttl: float = 30.0,
+        probe: Probe | None = probe_device,
+        recheck_after: float = 10.0,
+        reap_interval: float = 0.5,
+    ) -> None:
+        if not gateways:
+            raise ValueError("at least one gateway shard address is needed")
+        if ttl <= 0:
+            raise ValueError(f"ttl must be > 0, got {ttl}")
+        self.devices = {d.id: d for d in devices}
+        if len(self.devices) != len(devices):
+            raise ValueError("duplicate device ids")
+        self.signer = signer
+        self.gateways = list(gateways)
+        self.ttl = ttl
+        self.probe = probe
+        self.recheck_after = recheck_after
+        self.reap_interval = reap_interval
+        self.on_end: list[Callable[[str], None]] = []
+        self._leases: dict[str, _Lease] = {}
+        self._held: dict[str, str] = {}  # device id -> lease id
+        self._quarantine: dict[str, _Quarantine] = {}
+        self._cond = threading.Condition()
+        self._ids = itertools.count(1)
+        self._stop = threading.Event()
+        self._reaper: threading.Thread | None = None
+
+    # -- leasing -------------------------------------------------------------------------------
+    def _grant(self, lease: _Lease) -> Grant:
+        dev = lease.device
+        claims = Claims(
+            lease=lease.id,
+            device=dev.id,
+            client=lease.client,
+            group=dev.group,
+            exp=time.time() + self.ttl,
+        )
+        return Grant(
+            lease=lease.id,
+            device=dev.id,
+            kind=dev.kind,
+            group=dev.group,
+            client=lease.client,
+            gateway=self.gateways[shard_of(dev.group, len(self.gateways))],
+            token=self.signer.sign(claims),
+            ttl=self.ttl,
+        )
+
+    def _take_one(
+        self, client: str, kind: str, labels: dict[str, str], exclude: set[str]
+    ) -> _Lease | None:
+        """Under the lock: probe free candidates (lock released while probing) and lease one."""
+        while True:
+            cands = [
+                d
+                for d in self.devices.values()
+                if d.id not in self._held
+                and d.id not in self._quarantine
+                and d.id not in exclude
+                and d.matches(kind, labels)
+            ]
+            if not cands:
+                return None
+            dev = cands[0]
+            self._held[dev.id] = "probing"
+            self._cond.release()
+            try:
+                reason = self.probe(dev) if self.probe is not None else None
+            finally:
+                self._cond.acquire()
+                del self._held[dev.id]
+            if reason is not None:
+                self._quarantine_locked(dev.id, f"probe failed: {reason}")
+                continue
+            lease = _Lease(
+                f"L{next(self._ids)}-{secrets.token_hex(4)}",
+                dev,
+                client,
+                labels,
+                time.monotonic() + self.ttl,
+            )
+            self._leases[lease.id] = lease
+            self._held[dev.id] = lease.id
+            return lease
+
+    def lease(
+        self,
+        client: str,
+        kind: str,
+        n: int = 1,
+        labels: dict[str, str] | None = None,
+        wait: float = 0.0,
+    ) -> list[Grant]:
+        """Lease `n` healthy devices of `kind` matching `labels`, waiting up to `wait` seconds."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        labels = dict(labels or {})
+        deadline = time.monotonic() + wait
+        got: list[_Lease] = []
+        with self._cond:
+            while len(got) < n:
+                lease = self._take_one(client, kind, labels, set())
+                if lease is not None:
+                    got.append(lease)
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    for lz in got:
+                        self._end_locked(lz.id, "lease request failed")
+                    free = sum(1 for d in self.devices.values() if d.matches(kind, labels))
+                    raise NoDeviceAvailable(
+                        f"{client}: wanted {n} {kind} device(s) with labels {labels},"
+                        f" got {len(got)} ({free} match; {len(self._held)} leased,"
+                        f" {len(self._quarantine)} quarantined)"
+                    )
+                self._cond.wait(min(left, self.reap_interval))
+            return [self._grant(lz) for lz in got]
+
+    def _live(self, lease_id: str, client: str) -> _Lease:
+        lease = self._leases.get(lease_id)
+        if lease is None or lease.client != client:
+            raise LeaseExpired(f"lease {lease_id} is not held by {client}")
+        return lease
+
+    def heartbeat(self, lease_id: str, client: str) -> Grant:
+        """Extend the lease by `ttl` and return a fresh token."""
+        with self._cond:
+            lease = self._live(lease_id, client)
+            lease.deadline = time.monotonic() + self.ttl
+            return self._grant(lease)
+
+    def release(self, lease_id: str, client: str) -> None:
+        with self._cond:
+            self._live(lease_id, client)
+            self._end_locked(lease_id, "released")
+
+    def report_failure(self, lease_id: str, client: str, reason: str) -> None:
+        """The client found its device broken: quarantine it and end the lease."""
+        with self._cond:
+            lease = self._live(lease_id, client)
+            self._end_locked(lease_id, f"device failed: {reason}")
+            self._quarantine_locked(lease.device.id, f"reported by {client}: {reason}")
+
+    def replace(self, lease_id: str, client: str, reason: str, wait: float = 0.0) -> Grant:
+        """`report_failure`, then lease another device of the same kind and labels."""
+        with self._cond:
+            old = self._live(lease_id, client)
+        self.report_failure(lease_id, client, reason)
+        return self.lease(client, old.device.kind, 1, old.labels, wait=wait)[0]
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def _end_locked(self, lease_id: str, why: str) -> None:
+        lease = self._leases.pop(lease_id)
+        del self._held[lease.device.id]
+        log.info("lease %s (%s on %s) ended: %s", lease_id, lease.client, lease.device.id, why)
+        self._cond.notify_all()
+        for hook in self.on_end:
+            try:
+                hook(lease_id)
+            except Exception:
+                log.exception("lease end hook failed for %s", lease_id)
+
+    def _quarantine_locked(self, device_id: str, reason: str) -> None:
+        if device_id not in self.devices:
+            raise UnknownDevice(f"unknown device {device_id!r}")
+        log.warning("device %s quarantined: %s", device_id, reason)
+        self._quarantine[device_id] = _Quarantine(reason, time.monotonic() + self.recheck_after)
+
+    def reap(self) -> None:
+        """End expired leases; re-probe quarantined devices that are due."""
+        now = time.monotonic()
+        with self._cond:
+            for lease in [lz for lz in self._leases.values() if lz.deadline <= now]:
+                self._end_locked(lease.id, "TTL expired (no heartbeat)")
+            due = [d for d, q in self._quarantine.items() if q.recheck_at <= now]
+        for dev_id in due:
+            reason = self.probe(self.devices[dev_id]) if self.probe is not None else None
+            with self._cond:
+                if reason is None:
+                    log.info("device %s back from quarantine", dev_id)
+                    self._quarantine.pop(dev_id, None)
+                    self._cond.notify_all()
+                elif dev_id in self._quarantine:
+                    self._quarantine[dev_id].recheck_at = time.monotonic() + self.recheck_after
+
+    def status(self) -> dict[str, Any]:
+        with self._cond:
+            return {
+                "devices": len(self.devices),
+                "leased": len(self._leases),
+                "quarantined": {d: q.reason for d, q in self._quarantine.items()},
+                "leases": {
+                    lz.id: {"device": lz.device.id, "client": lz.client}
+                    for lz in self._leases.values()
+                },
+            }
+
+    # -- reaper thread -------------------------------------------------------------------------
+    def start(self) -> Self:
+        if self._reaper is None:
+            self._stop.clear()
+            self._reaper = threading.Thread(
+                target=self._reap_loop, name="lease-reaper", daemon=True
+            )
+            self._reaper.start()
+        return self
+
+    def _reap_loop(self) -> None:
+        while not self._stop.wait(self.reap_interval):
+            try:
+                self.reap()
+            except Exception:
+                log.exception("lease reaper failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._reaper is not None:
+            self._reaper.join(5)
+            self._reaper = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

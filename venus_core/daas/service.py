@@ -1,0 +1,109 @@
+"""Running a gateway shard: event loop choice, a background-thread runner, and the foreground entry.
+
+Why uvloop when available: its transports read larger chunks and dispatch callbacks in C, which
+is most of the cost of a byte splice; asyncio's default loop is the fallback and behaves the same.
+`GatewayThread` runs a shard on a loop in a background thread: inside another program (tests, a
+rollout worker, the benchmark) and in `venus gateway`, whose main thread also serves the lease
+registry and waits for a signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Coroutine
+from typing import Any, Self, TypeVar
+
+from venus_core.daas.gateway import Gateway
+from venus_core.daas.metrics import serve_metrics
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A uvloop loop when uvloop is installed, else asyncio's default."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+
+
+class GatewayThread:
+    """A gateway shard (and optionally its metrics server) on an event loop in its own thread."""
+
+    def __init__(self, gateway: Gateway, *, metrics_port: int | None = None) -> None:
+        self.gateway = gateway
+        self.metrics_port = metrics_port
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._metrics_server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        return self.gateway.port
+
+    def start(self) -> Self:
+        if self._thread is not None:
+            raise RuntimeError("gateway thread already started")
+        loop = new_event_loop()
+        self.loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="venus-gateway", daemon=True)
+        self._thread.start()
+        try:
+            self.call(self._start())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    async def _start(self) -> None:
+        await self.gateway.start()
+        if self.metrics_port is not None:
+            self._metrics_server = await serve_metrics(
+                self.gateway.metrics, self.gateway.config.host, self.metrics_port
+            )
+            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+
+    async def _stop(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+        await self.gateway.stop()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
+        """Run `coro` on the gateway's loop and wait for its result."""
+        if self.loop is None:
+            coro.close()
+            raise RuntimeError("gateway thread is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def revoke(self, lease: str) -> None:
+        """Thread-safe `Gateway.revoke` (hook it to the lease registry's end-of-lease callback)."""
+        if self.loop is not None and self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.gateway.revoke, lease)
+
+    def stop(self) -> None:
+        loop, thread = self.loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            if loop.is_running():
+                self.call(self._stop())
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
+            self.loop = None
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start() if self._thread is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
