@@ -26,8 +26,13 @@ IMAGES = ROOT / "images"
 NAMES = ("base", "train-gpu", "rollout-vllm", "env-web", "mlflow")
 # Images that install the project and so must carry VENUS_GIT_REV (env-web inherits it from base).
 PROJECT_IMAGES = ("base", "train-gpu", "rollout-vllm")
-SERVERS = ("rollout-vllm", "env-web", "mlflow")   # long-running: real HEALTHCHECK and EXPOSE
-SPEC_IMAGE_KEYS = {"base": "base", "train": "train-gpu", "rollout": "rollout-vllm", "env_web": "env-web"}
+SERVERS = ("rollout-vllm", "env-web", "mlflow")  # long-running: real HEALTHCHECK and EXPOSE
+SPEC_IMAGE_KEYS = {
+    "base": "base",
+    "train": "train-gpu",
+    "rollout": "rollout-vllm",
+    "env_web": "env-web",
+}
 
 
 def _parser(name: str) -> DockerfileParser:
@@ -46,6 +51,7 @@ def _substitute(value: str, args: dict[str, str], where: str) -> str:
         if key not in args:
             raise AssertionError(f"{where}: ${key} has no ARG default")
         return args[key]
+
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", repl, value)
 
 
@@ -65,8 +71,11 @@ def _ignored(path: str, patterns: list[str]) -> bool:
         assert not pat.startswith("!"), f"negated pattern {pat!r} not supported by this check"
         if pat.startswith("**/"):
             tail = pat[3:]
-            if any(fnmatch.fnmatchcase("/".join(parts[i:j]), tail)
-                   for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)):
+            if any(
+                fnmatch.fnmatchcase("/".join(parts[i:j]), tail)
+                for i in range(len(parts))
+                for j in range(i + 1, len(parts) + 1)
+            ):
                 return True
         elif any(fnmatch.fnmatchcase(p, pat) for p in prefixes):
             return True
@@ -107,7 +116,9 @@ def test_final_user_is_numeric_non_root(name: str) -> None:
     assert users, f"{name}: no USER, the image would run as root"
     final = _substitute(users[-1], {**parser.args}, f"{name} USER")
     uid = final.split(":")[0]
-    assert uid.isdigit(), f"{name}: USER {final!r} is not numeric (runAsNonRoot cannot verify names)"
+    assert uid.isdigit(), (
+        f"{name}: USER {final!r} is not numeric (runAsNonRoot cannot verify names)"
+    )
     assert int(uid) != 0, f"{name}: final USER is root"
 
 
@@ -130,7 +141,9 @@ def test_git_revision_baked_into_env(name: str) -> None:
     parser = _parser(name)
     assert "VENUS_GIT_REV" in parser.args, f"{name}: no ARG VENUS_GIT_REV in the final stage"
     envs = " ".join(_instructions(name, "ENV"))
-    assert re.search(r"VENUS_GIT_REV=\$\{?VENUS_GIT_REV\}?", envs), f"{name}: VENUS_GIT_REV not in ENV"
+    assert re.search(r"VENUS_GIT_REV=\$\{?VENUS_GIT_REV\}?", envs), (
+        f"{name}: VENUS_GIT_REV not in ENV"
+    )
 
 
 def test_env_web_builds_on_the_base_image() -> None:
@@ -163,7 +176,9 @@ def test_train_image_deepspeed_and_optional_flash_attention() -> None:
     parser = _parser("train-gpu")
     runs = " ".join(_instructions("train-gpu", "RUN"))
     assert "deepspeed==" in runs
-    assert re.search(r'if \[ "\$\{WITH_FLASH_ATTN\}" = "1" \]', runs), "flash-attn must sit behind WITH_FLASH_ATTN"
+    assert re.search(r'if \[ "\$\{WITH_FLASH_ATTN\}" = "1" \]', runs), (
+        "flash-attn must sit behind WITH_FLASH_ATTN"
+    )
     whole = (IMAGES / "train-gpu.Dockerfile").read_text(encoding="utf-8")
     assert "ARG WITH_FLASH_ATTN=0" in whole, "flash-attn is opt-in"
     assert all(p.startswith("nvidia/cuda:") for p in parser.parent_images)
@@ -173,9 +188,15 @@ def test_train_image_deepspeed_and_optional_flash_attention() -> None:
 def test_dockerignore_excludes_caches_and_keeps_sources(name: str) -> None:
     patterns = _ignore_patterns(name)
     assert patterns == _ignore_patterns("base"), f"{name}: ignore file differs from base's"
-    for junk in (".venv/bin/python", "runs/tiny/metrics.jsonl", ".pytest_cache/v/cache",
-                 ".hypothesis/examples/x", "venus_core/rl/__pycache__/grpo.cpython-311.pyc",
-                 "tests/rl/test_grpo.py", ".git/HEAD"):
+    for junk in (
+        ".venv/bin/python",
+        "runs/tiny/metrics.jsonl",
+        ".pytest_cache/v/cache",
+        ".hypothesis/examples/x",
+        "venus_core/rl/__pycache__/grpo.cpython-311.pyc",
+        "tests/rl/test_grpo.py",
+        ".git/HEAD",
+    ):
         assert _ignored(junk, patterns), f"{name}: {junk} would be sent to the build context"
     for inst in _instructions(name, "COPY"):
         if "--from=" in inst:
@@ -183,9 +204,13 @@ def test_dockerignore_excludes_caches_and_keeps_sources(name: str) -> None:
         sources = inst.split()[:-1]
         for src in sources:
             assert (ROOT / src).exists(), f"{name}: COPY source {src} does not exist"
-            assert not _ignored(src, patterns), f"{name}: COPY source {src} is excluded by the ignore file"
+            assert not _ignored(src, patterns), (
+                f"{name}: COPY source {src} is excluded by the ignore file"
+            )
             if (ROOT / src).is_dir():
-                sample = next((ROOT / src).rglob("*.py"), None) or next((ROOT / src).rglob("*.yaml"))
+                sample = next((ROOT / src).rglob("*.py"), None) or next(
+                    (ROOT / src).rglob("*.yaml")
+                )
                 rel = str(sample.relative_to(ROOT))
                 assert not _ignored(rel, patterns), f"{name}: {rel} is excluded by the ignore file"
 
@@ -197,5 +222,7 @@ def test_spec_images_name_the_dockerfiles() -> None:
     for key, dockerfile in SPEC_IMAGE_KEYS.items():
         ref = images[key]
         last = ref.split("@")[0].rsplit("/", 1)[-1]
-        assert last.split(":")[0] == dockerfile, f"platform.images.{key}={ref!r} is not images/{dockerfile}"
+        assert last.split(":")[0] == dockerfile, (
+            f"platform.images.{key}={ref!r} is not images/{dockerfile}"
+        )
         assert not ref.endswith(":latest"), f"platform.images.{key} uses latest"

@@ -38,13 +38,15 @@ K8S_VERSION = "1.30.0"
 NAMESPACE = "venus"
 CORE_GROUPS = ("v1", "apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1")
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-# The Android emulator needs /dev/kvm, usable only from a privileged container (manifests/base/device-pool.yaml).
+# The Android emulator needs /dev/kvm, usable only from a privileged container
+# (see manifests/base/device-pool.yaml).
 EXEMPT_NON_ROOT = {("StatefulSet", "android-emulator", "emulator")}
 SUPPORTED_FIELDS = {"apiVersion", "kind", "resources", "patches", "images"}
 Doc = dict[str, Any]
 
 
 # ---------------------------------------------------------------------------- rendering
+
 
 def _split_image(ref: str) -> tuple[str, str]:
     """('repo/name', ':tag' or '@sha256:...' or '') for an image reference."""
@@ -59,7 +61,7 @@ def _split_image(ref: str) -> tuple[str, str]:
 
 
 def _containers(node: Any) -> Iterator[dict[str, Any]]:
-    """Every container mapping under `containers` / `initContainers`, at any depth (CRDs included)."""
+    """Every container under `containers` / `initContainers`, at any depth (CRDs included)."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key in ("containers", "initContainers") and isinstance(value, list):
@@ -98,15 +100,22 @@ def render(directory: Path) -> list[Doc]:
         if path.is_dir():
             docs += render(path)
         elif path.is_file():
-            docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+            docs += [
+                d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None
+            ]
         else:
             raise ValueError(f"{kfile}: resource {res} not found")
     for i, patch in enumerate(spec.get("patches", [])):
         target = patch.get("target", {})
         if set(target) != {"kind", "name"} or set(patch) != {"target", "patch"}:
-            raise ValueError(f"{kfile}: patches[{i}] must be an inline JSON6902 patch with target kind + name")
-        hits = [j for j, d in enumerate(docs)
-                if d["kind"] == target["kind"] and d["metadata"]["name"] == target["name"]]
+            raise ValueError(
+                f"{kfile}: patches[{i}] must be an inline JSON6902 patch with target kind + name"
+            )
+        hits = [
+            j
+            for j, d in enumerate(docs)
+            if d["kind"] == target["kind"] and d["metadata"]["name"] == target["name"]
+        ]
         if len(hits) != 1:
             raise ValueError(f"{kfile}: patches[{i}] target {target} matches {len(hits)} objects")
         docs[hits[0]] = jsonpatch.apply_patch(docs[hits[0]], yaml.safe_load(patch["patch"]))
@@ -125,26 +134,47 @@ def overlay(request: pytest.FixtureRequest) -> tuple[str, list[Doc]]:
 
 # ---------------------------------------------------------------------------- the loader itself
 
+
 def test_loader_applies_patches_and_images(tmp_path: Path) -> None:
     (tmp_path / "base").mkdir()
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-           "spec": {"containers": [{"name": "c", "image": "venus/base:0.1.0"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "venus/base:0.1.0"}]},
+    }
     (tmp_path / "base" / "pod.yaml").write_text(yaml.safe_dump(pod))
     (tmp_path / "base" / "kustomization.yaml").write_text("resources: [pod.yaml]\n")
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
-        "resources": ["base"],
-        "images": [{"name": "venus/base", "newName": "reg/venus/base", "digest": "sha256:ab"}],
-        "patches": [{"target": {"kind": "Pod", "name": "p"},
-                     "patch": "- {op: add, path: /spec/nodeName, value: n1}"}],
-    }))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": ["base"],
+                "images": [
+                    {"name": "venus/base", "newName": "reg/venus/base", "digest": "sha256:ab"}
+                ],
+                "patches": [
+                    {
+                        "target": {"kind": "Pod", "name": "p"},
+                        "patch": "- {op: add, path: /spec/nodeName, value: n1}",
+                    }
+                ],
+            }
+        )
+    )
     (out,) = render(tmp_path)
     assert out["spec"]["nodeName"] == "n1"
     assert out["spec"]["containers"][0]["image"] == "reg/venus/base@sha256:ab"
     (tmp_path / "kustomization.yaml").write_text("resources: [base]\nnamespace: other\n")
     with pytest.raises(ValueError, match="unsupported kustomization field"):
         render(tmp_path)
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
-        "resources": ["base"], "patches": [{"target": {"kind": "Pod", "name": "nope"}, "patch": "[]"}]}))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": ["base"],
+                "patches": [{"target": {"kind": "Pod", "name": "nope"}, "patch": "[]"}],
+            }
+        )
+    )
     with pytest.raises(ValueError, match="matches 0 objects"):
         render(tmp_path)
 
@@ -152,8 +182,13 @@ def test_loader_applies_patches_and_images(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
 @pytest.mark.parametrize("name", OVERLAYS)
 def test_loader_matches_kubectl_kustomize(name: str) -> None:
-    out = subprocess.run(["kubectl", "kustomize", str(MANIFESTS / "overlays" / name)],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(MANIFESTS / "overlays" / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     theirs = sorted((d for d in yaml.safe_load_all(out) if d), key=_key)
     ours = sorted(render(MANIFESTS / "overlays" / name), key=_key)
     assert [_key(d) for d in ours] == [_key(d) for d in theirs]
@@ -163,14 +198,18 @@ def test_loader_matches_kubectl_kustomize(name: str) -> None:
 
 # ---------------------------------------------------------------------------- schemas
 
+
 def _core(doc: Doc) -> bool:
     return doc["apiVersion"] in CORE_GROUPS
 
 
 def test_every_object_is_core_or_a_trainer_runtime(overlay: tuple[str, list[Doc]]) -> None:
     name, docs = overlay
-    other = [_key(d) for d in docs if not _core(d) and not (d["apiVersion"] == TRAINER_API
-                                                           and d["kind"] == "TrainingRuntime")]
+    other = [
+        _key(d)
+        for d in docs
+        if not _core(d) and not (d["apiVersion"] == TRAINER_API and d["kind"] == "TrainingRuntime")
+    ]
     assert other == [], f"{name}: kinds this test cannot validate: {other}"
 
 
@@ -199,7 +238,9 @@ def test_trainer_runtimes_structure(overlay: tuple[str, list[Doc]]) -> None:
         where = f"{name}/{rname}"
         assert rt["apiVersion"] == TRAINER_API and rt["metadata"]["namespace"] == NAMESPACE, where
         policy = rt["spec"]["mlPolicy"]
-        assert sum(k in policy for k in ("torch", "mpi", "flux")) == 1, f"{where}: one policy source"
+        assert sum(k in policy for k in ("torch", "mpi", "flux")) == 1, (
+            f"{where}: one policy source"
+        )
         nproc = policy["torch"]["numProcPerNode"]
         assert nproc in ("auto", "cpu", "gpu") or (isinstance(nproc, int) and nproc > 0), where
         assert isinstance(policy["numNodes"], int) and policy["numNodes"] >= 1, where
@@ -209,28 +250,42 @@ def test_trainer_runtimes_structure(overlay: tuple[str, list[Doc]]) -> None:
         labels = node["template"]["metadata"]["labels"]
         assert labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer", where
         pod = node["template"]["spec"]["template"]["spec"]
-        assert [c["name"] for c in pod["containers"]] == ["node"], f"{where}: the trainer patches container 'node'"
-        for job in jobs:   # the embedded Job templates are plain batch/v1 Job specs
-            wrapped = {"apiVersion": "batch/v1", "kind": "Job",
-                       "metadata": {"name": f"{rname}-{job['name']}"}, **copy.deepcopy(job["template"])}
+        assert [c["name"] for c in pod["containers"]] == ["node"], (
+            f"{where}: the trainer patches container 'node'"
+        )
+        for job in jobs:  # the embedded Job templates are plain batch/v1 Job specs
+            wrapped = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": f"{rname}-{job['name']}"},
+                **copy.deepcopy(job["template"]),
+            }
             wrapped["metadata"].update(job["template"].get("metadata", {}))
             kubernetes_validate.validate(wrapped, K8S_VERSION, strict=True)
 
 
 # ---------------------------------------------------------------------------- security and wiring
 
+
 def _pod_specs(doc: Doc) -> list[Doc]:
     kind = doc["kind"]
     if kind in ("Deployment", "StatefulSet", "Job"):
         return [doc["spec"]["template"]["spec"]]
     if kind == "TrainingRuntime":
-        return [j["template"]["spec"]["template"]["spec"] for j in doc["spec"]["template"]["spec"]["replicatedJobs"]]
+        return [
+            j["template"]["spec"]["template"]["spec"]
+            for j in doc["spec"]["template"]["spec"]["replicatedJobs"]
+        ]
     return []
 
 
 def _all_containers(docs: list[Doc]) -> list[tuple[Doc, Doc, Doc]]:
-    return [(d, pod, c) for d in docs for pod in _pod_specs(d)
-            for c in pod.get("initContainers", []) + pod["containers"]]
+    return [
+        (d, pod, c)
+        for d in docs
+        for pod in _pod_specs(d)
+        for c in pod.get("initContainers", []) + pod["containers"]
+    ]
 
 
 def test_every_container_has_limits_and_runs_non_root(overlay: tuple[str, list[Doc]]) -> None:
@@ -261,14 +316,21 @@ def test_every_container_has_limits_and_runs_non_root(overlay: tuple[str, list[D
 
 def test_gpu_limits_only_where_gpus_are_expected(overlay: tuple[str, list[Doc]]) -> None:
     name, docs = overlay
-    gpu = sorted({d["metadata"]["name"] for d, _, c in _all_containers(docs)
-                  if "nvidia.com/gpu" in c["resources"]["limits"]})
+    gpu = sorted(
+        {
+            d["metadata"]["name"]
+            for d, _, c in _all_containers(docs)
+            if "nvidia.com/gpu" in c["resources"]["limits"]
+        }
+    )
     expected = [] if name == "local" else ["venus-deepspeed", "venus-torch-distributed", "vllm"]
     assert gpu == expected
     for d, pod, c in _all_containers(docs):
         if "nvidia.com/gpu" in c["resources"]["limits"]:
             keys = {t["key"] for t in pod.get("tolerations", [])}
-            assert "nvidia.com/gpu" in keys, f"{name}: {d['metadata']['name']} has GPUs but no toleration"
+            assert "nvidia.com/gpu" in keys, (
+                f"{name}: {d['metadata']['name']} has GPUs but no toleration"
+            )
 
 
 def test_namespaced_objects_live_in_venus(overlay: tuple[str, list[Doc]]) -> None:
@@ -277,22 +339,36 @@ def test_namespaced_objects_live_in_venus(overlay: tuple[str, list[Doc]]) -> Non
         if d["kind"] == "Namespace":
             assert d["metadata"]["name"] == NAMESPACE
         else:
-            assert d["metadata"].get("namespace") == NAMESPACE, f"{name}: {_key(d)} not in {NAMESPACE}"
+            assert d["metadata"].get("namespace") == NAMESPACE, (
+                f"{name}: {_key(d)} not in {NAMESPACE}"
+            )
 
 
 def test_rbac_is_namespaced_and_scoped(overlay: tuple[str, list[Doc]]) -> None:
     _, docs = overlay
     kinds = {d["kind"] for d in docs}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
-    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "venus-pipeline")
-    grants = {(g, r): set(rule["verbs"]) for rule in role["rules"]
-              for g in rule["apiGroups"] for r in rule["resources"]}
+    role = next(
+        d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "venus-pipeline"
+    )
+    grants = {
+        (g, r): set(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
     assert "create" in grants[("trainer.kubeflow.org", "trainjobs")]
     assert "create" in grants[("", "pods")] and "create" in grants[("", "persistentvolumeclaims")]
     assert grants[("", "secrets")] == {"get"}
     binding = next(d for d in docs if d["kind"] == "RoleBinding")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "venus-pipeline"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "venus-pipeline", "namespace": NAMESPACE}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "venus-pipeline",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "venus-pipeline", "namespace": NAMESPACE}
+    ]
 
 
 def _secret_refs(docs: list[Doc]) -> set[tuple[str, str | None]]:
@@ -306,32 +382,53 @@ def _secret_refs(docs: list[Doc]) -> set[tuple[str, str | None]]:
     return refs
 
 
-def test_secrets_come_from_the_example_not_the_kustomization(overlay: tuple[str, list[Doc]]) -> None:
+def test_secrets_come_from_the_example_not_the_kustomization(
+    overlay: tuple[str, list[Doc]],
+) -> None:
     name, docs = overlay
     assert not [d for d in docs if d["kind"] == "Secret"], f"{name}: Secrets must not be rendered"
     base = yaml.safe_load((MANIFESTS / "base" / "kustomization.yaml").read_text(encoding="utf-8"))
     assert "secrets.example.yaml" not in base["resources"]
-    example = {d["metadata"]["name"]: set(d["stringData"]) for d in
-               yaml.safe_load_all((MANIFESTS / "base" / "secrets.example.yaml").read_text(encoding="utf-8"))}
+    example = {
+        d["metadata"]["name"]: set(d["stringData"])
+        for d in yaml.safe_load_all(
+            (MANIFESTS / "base" / "secrets.example.yaml").read_text(encoding="utf-8")
+        )
+    }
     for secret, key in _secret_refs(docs):
-        assert secret in example, f"{name}: Secret {secret} is not described in secrets.example.yaml"
-        assert key is None or key in example[secret], f"{name}: key {secret}/{key} missing from the example"
-    spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))["platform"]
+        assert secret in example, (
+            f"{name}: Secret {secret} is not described in secrets.example.yaml"
+        )
+        assert key is None or key in example[secret], (
+            f"{name}: key {secret}/{key} missing from the example"
+        )
+    spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))[
+        "platform"
+    ]
     assert {spec["storage_secret"], spec["tracking_secret"]} <= set(example)
 
 
 def test_wiring_matches_the_production_spec() -> None:
     """Service names, PVC and images of gpu-cluster are the ones agents/ui-venus-1.5-8b names."""
-    spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))["platform"]
+    spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))[
+        "platform"
+    ]
     docs = render(MANIFESTS / "overlays" / "gpu-cluster")
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert ("PersistentVolumeClaim", spec["checkpoints_pvc"]) in names
     assert spec["namespace"] == NAMESPACE
-    ports = {(d["metadata"]["name"], p["port"]) for d in docs if d["kind"] == "Service" for p in d["spec"]["ports"]}
+    ports = {
+        (d["metadata"]["name"], p["port"])
+        for d in docs
+        if d["kind"] == "Service"
+        for p in d["spec"]["ports"]
+    }
     for url in (spec["tracking_uri"], spec["s3_endpoint"]):
         host, port = url.split("//")[1].split(":")
         service, namespace = host.split(".")[:2]
-        assert namespace == NAMESPACE and (service, int(port)) in ports, f"{url} has no matching Service"
+        assert namespace == NAMESPACE and (service, int(port)) in ports, (
+            f"{url} has no matching Service"
+        )
     used = {c["image"] for _, _, c in _all_containers(docs)}
     for key, ref in spec["images"].items():
         assert ref in used, f"platform.images.{key}={ref} is not deployed by gpu-cluster"
