@@ -11,6 +11,7 @@ mixture actually drawn, data sizes, wall and CPU time).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", action="append", required=True, help="Venus dataset directory (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/latest")
     p.add_argument("--eval-limit", type=int, default=None, help="held-out samples per domain (default: eval.held_out)")
-    p.add_argument("--stop-at", type=int, default=None, help=argparse_hidden())
+    p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N, as a kill would
     args = p.parse_args(argv)
     spec = load_job_spec(args)
 
@@ -89,12 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         teardown()
     return 0
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

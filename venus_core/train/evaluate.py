@@ -50,9 +50,11 @@ def evaluate_held_out(
         with torch.no_grad():
             g = [it for it in held_out.get("grounding", []) if isinstance(it.record, GroundingSample)][:limit]
             if g:
-                outs = [score_grounding(a, it.record.box) for a, it in zip(_answers(model, processor, g, GROUNDING_TOKENS, batch_size), g)]  # type: ignore[union-attr]
-                targets = [o for o, it in zip(outs, g) if it.record.box is not None]  # type: ignore[union-attr]
-                refusals = [o for o, it in zip(outs, g) if it.record.box is None]  # type: ignore[union-attr]
+                boxes = [it.record.box for it in g]  # type: ignore[union-attr]
+                answers = _answers(model, processor, g, GROUNDING_TOKENS, batch_size)
+                outs = [score_grounding(a, box) for a, box in zip(answers, boxes)]
+                targets = [o for o, box in zip(outs, boxes) if box is not None]
+                refusals = [o for o, box in zip(outs, boxes) if box is None]
                 rates["grounding/hit"] = Rate(sum(o.correct for o in targets), len(targets))
                 rates["grounding/refusal"] = Rate(sum(o.correct for o in refusals), len(refusals))
                 rates["grounding/parse"] = Rate(sum(o.parsed for o in outs), len(outs))
