@@ -143,6 +143,7 @@ def test_gateway_command_process(echo_server, tmp_path: Path) -> None:  # type: 
         finally:
             if proc.poll() is None:
                 proc.kill()
+            proc.communicate()  # closes the pipes
 
 
 def test_gateway_command_refuses_bad_table(tmp_path: Path) -> None:
