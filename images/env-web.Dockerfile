@@ -11,11 +11,12 @@
 ARG BASE_IMAGE=venus/base:0.1.0
 FROM ${BASE_IMAGE}
 ARG PLAYWRIGHT_VERSION=1.65.2
-USER root
+# root (uid 0) only for apt-get; the final USER is 10001 again.
+USER 0
 RUN apt-get update \
  && apt-get install -y --no-install-recommends chromium chromium-driver fonts-noto-color-emoji socat \
  && rm -rf /var/lib/apt/lists/*
-RUN pip install "playwright==${PLAYWRIGHT_VERSION}"
+RUN pip install --no-cache-dir "playwright==${PLAYWRIGHT_VERSION}"
 ENV CHROME_BIN=/usr/bin/chromium \
     MINIWOB_CHROME_BINARY=/usr/bin/chromium \
     MINIWOB_CHROMEDRIVER=/usr/bin/chromedriver \

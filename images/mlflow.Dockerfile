@@ -9,8 +9,8 @@ ARG PSYCOPG2_VERSION=2.9.13
 ARG BOTO3_VERSION=1.44.5
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 \
     MLFLOW_DISABLE_TELEMETRY=true HOME=/home/mlflow
-RUN pip install "mlflow==${MLFLOW_VERSION}" "psycopg2-binary==${PSYCOPG2_VERSION}" "boto3==${BOTO3_VERSION}"
-RUN useradd --uid 10001 --create-home --home-dir /home/mlflow --shell /usr/sbin/nologin mlflow
+RUN pip install "mlflow==${MLFLOW_VERSION}" "psycopg2-binary==${PSYCOPG2_VERSION}" "boto3==${BOTO3_VERSION}" \
+ && useradd --uid 10001 --create-home --home-dir /home/mlflow --shell /usr/sbin/nologin mlflow
 USER 10001:10001
 WORKDIR /home/mlflow
 EXPOSE 5000

@@ -31,7 +31,7 @@ COPY agents ./agents
 # flash-attn unconditionally. DeepSpeed ops are JIT-free here (torch optimizers); DS_BUILD_OPS=0.
 RUN DS_BUILD_OPS=0 pip install . "deepspeed==${DEEPSPEED_VERSION}"
 RUN if [ "${WITH_FLASH_ATTN}" = "1" ]; then \
-      pip install packaging wheel && pip install --no-build-isolation "flash-attn==${FLASH_ATTN_VERSION}"; \
+      pip install packaging==26.3 wheel==0.48.0 && pip install --no-build-isolation "flash-attn==${FLASH_ATTN_VERSION}"; \
     fi
 
 FROM nvidia/cuda:${CUDA_VERSION}-cudnn-runtime-${UBUNTU}

