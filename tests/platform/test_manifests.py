@@ -441,3 +441,40 @@ def test_vllm_serving_contract() -> None:
     assert any(a.startswith("--max-model-len=") for a in c["args"])
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"
     assert "vllm" not in {d["metadata"]["name"] for d in render(MANIFESTS / "overlays" / "local")}
+
+
+# Device kind and port of each device-pool StatefulSet, as the gateway's device table must name them.
+POOLS = {"android-emulator": ("android", 5555), "browser": ("web", 9223)}
+
+
+def test_gateway_device_table_lists_exactly_the_pool_pods(overlay: tuple[str, list[Doc]]) -> None:
+    """The table, read with the gateway's own parser, names every pool pod by its stable DNS name."""
+    from venus_core.daas.routing import parse_devices
+
+    name, docs = overlay
+    cm = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "device-gateway"
+    )
+    table = yaml.safe_load(cm["data"]["devices.yaml"])["devices"]
+    got = {(s.id, s.kind, s.endpoint) for s in parse_devices(table, f"{name}: device-gateway")}
+    want = set()
+    for d in docs:
+        if d["kind"] == "StatefulSet" and d["metadata"]["name"] in POOLS:
+            kind, port = POOLS[d["metadata"]["name"]]
+            svc = d["spec"]["serviceName"]
+            for i in range(d["spec"]["replicas"]):
+                pod = f"{d['metadata']['name']}-{i}"
+                want.add((pod, kind, f"{pod}.{svc}.{NAMESPACE}.svc.cluster.local:{port}"))
+    assert got == want, f"{name}: device table and pool replicas disagree"
+    ports = {
+        (d["metadata"]["name"], p["port"])
+        for d in docs
+        if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None"
+        for p in d["spec"]["ports"]
+    }
+    assert {(svc, port) for svc, (_, port) in POOLS.items()} <= ports
+    gateway = next(
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "device-gateway"
+    )
+    command = gateway["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:2] == ["venus", "gateway"] and "--devices=/etc/venus/devices.yaml" in command
