@@ -147,16 +147,18 @@ def test_gateway_command_process(echo_server, tmp_path: Path) -> None:  # type: 
 
 
 def test_gateway_command_refuses_bad_table(tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from venus_core.cli.gateway_cmd import register
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    register(app)
     (tmp_path / "devices.yaml").write_text("- {id: a, kind: tablet, endpoint: 'h:1'}\n")
-    script = tmp_path / "venus_gw.py"
-    script.write_text(SCRIPT)
-    out = subprocess.run(
-        [sys.executable, str(script), "gateway", "--devices", str(tmp_path / "devices.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "VENUS_GATEWAY_SECRET": "x" * 20},
-        check=False,
-    )
-    assert out.returncode == 2
+    args = ["gateway", "--devices", str(tmp_path / "devices.yaml")]
+    out = CliRunner().invoke(app, args, env={"VENUS_GATEWAY_SECRET": "x" * 20})
+    assert out.exit_code == 2
     assert "devices.yaml: device #0: device a: kind 'tablet'" in out.stderr
+    out = CliRunner().invoke(app, args, env={"VENUS_GATEWAY_SECRET": ""})
+    assert out.exit_code == 2 and "VENUS_GATEWAY_SECRET" in out.output + out.stderr
