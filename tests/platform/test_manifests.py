@@ -20,8 +20,12 @@ No cluster is reachable here, so the overlays are rendered and checked as a clus
 from __future__ import annotations
 
 import copy
+import os
+import re
 import shutil
 import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -478,3 +482,62 @@ def test_gateway_device_table_lists_exactly_the_pool_pods(overlay: tuple[str, li
     )
     command = gateway["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[:2] == ["venus", "gateway"] and "--devices=/etc/venus/devices.yaml" in command
+
+
+# Runs the `gateway` command of venus_core.cli.gateway_cmd on its own typer app, so that the test
+# exercises the manifest's flags whether or not `venus` itself has mounted the command yet.
+_GATEWAY_MAIN = """
+import typer
+from venus_core.cli.gateway_cmd import register
+app = typer.Typer()
+@app.callback()
+def _root() -> None: pass
+register(app)
+app()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_gateway_starts_with_the_manifest_flags_and_table(tmp_path: Path) -> None:
+    """The gpu-cluster Deployment's own arguments and device table start a real gateway shard (ports
+    replaced by free ones, loopback); its lease registry answers /v1/status with every device."""
+    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
+    cm = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "device-gateway"
+    )
+    (tmp_path / "devices.yaml").write_text(cm["data"]["devices.yaml"])
+    gateway = next(
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "device-gateway"
+    )
+    command = gateway["spec"]["template"]["spec"]["containers"][0]["command"]
+    local = {
+        "--devices": str(tmp_path / "devices.yaml"),
+        "--host": "127.0.0.1",
+        "--port": "0",
+        "--metrics-port": "0",
+        "--registry-port": "0",
+    }
+    args = []
+    for arg in command[2:]:
+        key, eq, _ = arg.partition("=")
+        args.append(f"{key}={local[key]}" if eq and key in local else arg)
+    env = {**os.environ, "VENUS_GATEWAY_SECRET": "s" * 32}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _GATEWAY_MAIN, "gateway", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        found = re.search(r"registry (http://\S+)", line)
+        assert found, (
+            f"gateway did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
+        )
+        with urllib.request.urlopen(found.group(1) + "/v1/status", timeout=10) as resp:
+            status = yaml.safe_load(resp.read())
+        assert status["devices"] == len(yaml.safe_load(cm["data"]["devices.yaml"])["devices"]) == 32
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
