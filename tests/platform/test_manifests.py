@@ -15,17 +15,15 @@ No cluster is reachable here, so the overlays are rendered and checked as a clus
   embedded Job templates are validated strictly as batch/v1 Jobs, which covers the pod specs.
 * Security: every container (init containers included) has resource limits and runs non-root
   (container or pod securityContext), with readOnlyRootFilesystem, except EXEMPT_NON_ROOT.
+
+Wiring between the objects and to the agent specs is in test_manifests_wiring.py.
 """
 
 from __future__ import annotations
 
 import copy
-import os
-import re
 import shutil
 import subprocess
-import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,7 +266,7 @@ def test_trainer_runtimes_structure(overlay: tuple[str, list[Doc]]) -> None:
             kubernetes_validate.validate(wrapped, K8S_VERSION, strict=True)
 
 
-# ---------------------------------------------------------------------------- security and wiring
+# ---------------------------------------------------------------------------- pod security
 
 
 def _pod_specs(doc: Doc) -> list[Doc]:
@@ -316,228 +314,3 @@ def test_every_container_has_limits_and_runs_non_root(overlay: tuple[str, list[D
             problems.append(f"{where}: capabilities not dropped")
     assert problems == []
     assert exempted == EXEMPT_NON_ROOT, "an exemption no longer matches a container: remove it"
-
-
-def test_gpu_limits_only_where_gpus_are_expected(overlay: tuple[str, list[Doc]]) -> None:
-    name, docs = overlay
-    gpu = sorted(
-        {
-            d["metadata"]["name"]
-            for d, _, c in _all_containers(docs)
-            if "nvidia.com/gpu" in c["resources"]["limits"]
-        }
-    )
-    expected = [] if name == "local" else ["venus-deepspeed", "venus-torch-distributed", "vllm"]
-    assert gpu == expected
-    for d, pod, c in _all_containers(docs):
-        if "nvidia.com/gpu" in c["resources"]["limits"]:
-            keys = {t["key"] for t in pod.get("tolerations", [])}
-            assert "nvidia.com/gpu" in keys, (
-                f"{name}: {d['metadata']['name']} has GPUs but no toleration"
-            )
-
-
-def test_namespaced_objects_live_in_venus(overlay: tuple[str, list[Doc]]) -> None:
-    name, docs = overlay
-    for d in docs:
-        if d["kind"] == "Namespace":
-            assert d["metadata"]["name"] == NAMESPACE
-        else:
-            assert d["metadata"].get("namespace") == NAMESPACE, (
-                f"{name}: {_key(d)} not in {NAMESPACE}"
-            )
-
-
-def test_rbac_is_namespaced_and_scoped(overlay: tuple[str, list[Doc]]) -> None:
-    _, docs = overlay
-    kinds = {d["kind"] for d in docs}
-    assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
-    role = next(
-        d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "venus-pipeline"
-    )
-    grants = {
-        (g, r): set(rule["verbs"])
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-    }
-    assert "create" in grants[("trainer.kubeflow.org", "trainjobs")]
-    assert "create" in grants[("", "pods")] and "create" in grants[("", "persistentvolumeclaims")]
-    assert grants[("", "secrets")] == {"get"}
-    binding = next(d for d in docs if d["kind"] == "RoleBinding")
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": "venus-pipeline",
-    }
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "venus-pipeline", "namespace": NAMESPACE}
-    ]
-
-
-def _secret_refs(docs: list[Doc]) -> set[tuple[str, str | None]]:
-    refs: set[tuple[str, str | None]] = set()
-    for _, _, c in _all_containers(docs):
-        for e in c.get("env", []):
-            ref = e.get("valueFrom", {}).get("secretKeyRef")
-            if ref:
-                refs.add((ref["name"], ref["key"]))
-        refs |= {(s["secretRef"]["name"], None) for s in c.get("envFrom", []) if "secretRef" in s}
-    return refs
-
-
-def test_secrets_come_from_the_example_not_the_kustomization(
-    overlay: tuple[str, list[Doc]],
-) -> None:
-    name, docs = overlay
-    assert not [d for d in docs if d["kind"] == "Secret"], f"{name}: Secrets must not be rendered"
-    base = yaml.safe_load((MANIFESTS / "base" / "kustomization.yaml").read_text(encoding="utf-8"))
-    assert "secrets.example.yaml" not in base["resources"]
-    example = {
-        d["metadata"]["name"]: set(d["stringData"])
-        for d in yaml.safe_load_all(
-            (MANIFESTS / "base" / "secrets.example.yaml").read_text(encoding="utf-8")
-        )
-    }
-    for secret, key in _secret_refs(docs):
-        assert secret in example, (
-            f"{name}: Secret {secret} is not described in secrets.example.yaml"
-        )
-        assert key is None or key in example[secret], (
-            f"{name}: key {secret}/{key} missing from the example"
-        )
-    spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))[
-        "platform"
-    ]
-    assert {spec["storage_secret"], spec["tracking_secret"]} <= set(example)
-
-
-def test_wiring_matches_the_production_spec() -> None:
-    """Service names, PVC and images of gpu-cluster are the ones agents/ui-venus-1.5-8b names."""
-    spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))[
-        "platform"
-    ]
-    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
-    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    assert ("PersistentVolumeClaim", spec["checkpoints_pvc"]) in names
-    assert spec["namespace"] == NAMESPACE
-    ports = {
-        (d["metadata"]["name"], p["port"])
-        for d in docs
-        if d["kind"] == "Service"
-        for p in d["spec"]["ports"]
-    }
-    for url in (spec["tracking_uri"], spec["s3_endpoint"]):
-        host, port = url.split("//")[1].split(":")
-        service, namespace = host.split(".")[:2]
-        assert namespace == NAMESPACE and (service, int(port)) in ports, (
-            f"{url} has no matching Service"
-        )
-    used = {c["image"] for _, _, c in _all_containers(docs)}
-    for key, ref in spec["images"].items():
-        assert ref in used, f"platform.images.{key}={ref} is not deployed by gpu-cluster"
-
-
-def test_vllm_serving_contract() -> None:
-    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
-    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "vllm")
-    c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert any(a.startswith("--max-model-len=") for a in c["args"])
-    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
-    assert "vllm" not in {d["metadata"]["name"] for d in render(MANIFESTS / "overlays" / "local")}
-
-
-# Device kind and port of each device-pool StatefulSet, as the gateway's device table must name them.
-POOLS = {"android-emulator": ("android", 5555), "browser": ("web", 9223)}
-
-
-def test_gateway_device_table_lists_exactly_the_pool_pods(overlay: tuple[str, list[Doc]]) -> None:
-    """The table, read with the gateway's own parser, names every pool pod by its stable DNS name."""
-    from venus_core.daas.routing import parse_devices
-
-    name, docs = overlay
-    cm = next(
-        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "device-gateway"
-    )
-    table = yaml.safe_load(cm["data"]["devices.yaml"])["devices"]
-    got = {(s.id, s.kind, s.endpoint) for s in parse_devices(table, f"{name}: device-gateway")}
-    want = set()
-    for d in docs:
-        if d["kind"] == "StatefulSet" and d["metadata"]["name"] in POOLS:
-            kind, port = POOLS[d["metadata"]["name"]]
-            svc = d["spec"]["serviceName"]
-            for i in range(d["spec"]["replicas"]):
-                pod = f"{d['metadata']['name']}-{i}"
-                want.add((pod, kind, f"{pod}.{svc}.{NAMESPACE}.svc.cluster.local:{port}"))
-    assert got == want, f"{name}: device table and pool replicas disagree"
-    ports = {
-        (d["metadata"]["name"], p["port"])
-        for d in docs
-        if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None"
-        for p in d["spec"]["ports"]
-    }
-    assert {(svc, port) for svc, (_, port) in POOLS.items()} <= ports
-    gateway = next(
-        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "device-gateway"
-    )
-    command = gateway["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[:2] == ["venus", "gateway"] and "--devices=/etc/venus/devices.yaml" in command
-
-
-# Runs the `gateway` command of venus_core.cli.gateway_cmd on its own typer app, so that the test
-# exercises the manifest's flags whether or not `venus` itself has mounted the command yet.
-_GATEWAY_MAIN = """
-import typer
-from venus_core.cli.gateway_cmd import register
-app = typer.Typer()
-@app.callback()
-def _root() -> None: pass
-register(app)
-app()
-"""
-
-
-@pytest.mark.timeout(60)
-def test_gateway_starts_with_the_manifest_flags_and_table(tmp_path: Path) -> None:
-    """The gpu-cluster Deployment's own arguments and device table start a real gateway shard (ports
-    replaced by free ones, loopback); its lease registry answers /v1/status with every device."""
-    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
-    cm = next(
-        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "device-gateway"
-    )
-    (tmp_path / "devices.yaml").write_text(cm["data"]["devices.yaml"])
-    gateway = next(
-        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "device-gateway"
-    )
-    command = gateway["spec"]["template"]["spec"]["containers"][0]["command"]
-    local = {
-        "--devices": str(tmp_path / "devices.yaml"),
-        "--host": "127.0.0.1",
-        "--port": "0",
-        "--metrics-port": "0",
-        "--registry-port": "0",
-    }
-    args = []
-    for arg in command[2:]:
-        key, eq, _ = arg.partition("=")
-        args.append(f"{key}={local[key]}" if eq and key in local else arg)
-    env = {**os.environ, "VENUS_GATEWAY_SECRET": "s" * 32}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _GATEWAY_MAIN, "gateway", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        found = re.search(r"registry (http://\S+)", line)
-        assert found, (
-            f"gateway did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
-        )
-        with urllib.request.urlopen(found.group(1) + "/v1/status", timeout=10) as resp:
-            status = yaml.safe_load(resp.read())
-        assert status["devices"] == len(yaml.safe_load(cm["data"]["devices.yaml"])["devices"]) == 32
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
