@@ -38,7 +38,7 @@ MANIFESTS = ROOT / "manifests"
 OVERLAYS = ("local", "gpu-cluster")
 K8S_VERSION = "1.30.0"
 NAMESPACE = "venus"
-CORE_GROUPS = ("v1", "apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1")
+CORE_GROUPS = ("v1", "apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1", "networking.k8s.io/v1")
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 # The Android emulator needs /dev/kvm, usable only from a privileged container
 # (see manifests/base/device-pool.yaml).

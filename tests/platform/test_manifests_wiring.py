@@ -248,3 +248,31 @@ def test_gateway_starts_with_the_manifest_flags_and_table(tmp_path: Path) -> Non
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def _s3_uris(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node] if node.startswith("s3://") else []
+    if isinstance(node, dict):
+        return [u for v in node.values() for u in _s3_uris(v)]
+    if isinstance(node, list):
+        return [u for v in node for u in _s3_uris(v)]
+    return []
+
+
+def test_buckets_and_served_model_match_the_agent_specs() -> None:
+    """Every bucket an agent spec names is created by the minio-buckets Job; vLLM serves the
+    production spec's base model."""
+    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
+    job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == "minio-buckets")
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    created = {a.removeprefix("local/") for a in command if a.startswith("local/")}
+    specs = sorted((ROOT / "agents").glob("*/agent.yaml"))
+    assert specs
+    for path in specs:
+        for uri in _s3_uris(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            bucket = uri.removeprefix("s3://").split("/")[0]
+            assert bucket in created, f"{path}: bucket of {uri} is not created by minio-buckets"
+    spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "vllm")
+    assert "s3://" + cm["data"]["MODEL_PATH"] == spec["model"]["base"]
