@@ -28,10 +28,13 @@ COPY pyproject.toml README.md ./
 COPY venus_core ./venus_core
 COPY agents ./agents
 # Not `.[gpu]`: that extra also pulls vLLM (its own torch pin; it lives in rollout-vllm) and
-# flash-attn unconditionally. DeepSpeed ops are JIT-free here (torch optimizers); DS_BUILD_OPS=0.
+# flash-attn unconditionally. DS_BUILD_OPS=0: no DeepSpeed op is pre-built and none is JIT-built
+# at run time either, since the trainer hands DeepSpeed a torch AdamW (venus_core/train/ds_backend.py).
+# flash-attn builds against the installed torch (--no-build-isolation; a Python 3.12 venv has no
+# setuptools, hence the pinned build tools).
 RUN DS_BUILD_OPS=0 pip install . "deepspeed==${DEEPSPEED_VERSION}"
 RUN if [ "${WITH_FLASH_ATTN}" = "1" ]; then \
-      pip install packaging==26.3 wheel==0.48.0 && pip install --no-build-isolation "flash-attn==${FLASH_ATTN_VERSION}"; \
+      pip install packaging==26.3 wheel==0.48.0 setuptools==84.2.1 psutil==7.2.2 && pip install --no-build-isolation "flash-attn==${FLASH_ATTN_VERSION}"; \
     fi
 
 FROM nvidia/cuda:${CUDA_VERSION}-cudnn-runtime-${UBUNTU}
