@@ -276,3 +276,32 @@ def test_buckets_and_served_model_match_the_agent_specs() -> None:
     spec = yaml.safe_load((ROOT / "agents/ui-venus-1.5-8b/agent.yaml").read_text(encoding="utf-8"))
     cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "vllm")
     assert "s3://" + cm["data"]["MODEL_PATH"] == spec["model"]["base"]
+
+
+def test_trainjob_example_matches_runtime_and_spec() -> None:
+    """manifests/examples/trainjob-mid-train.yaml names an existing namespaced runtime (with
+    kind TrainingRuntime: the API defaults to ClusterTrainingRuntime), a real runtime module, a
+    spec file shipped in the image, and the production spec's node / process / GPU counts."""
+    (job,) = yaml.safe_load_all(
+        (MANIFESTS / "examples" / "trainjob-mid-train.yaml").read_text(encoding="utf-8")
+    )
+    assert job["apiVersion"] == "trainer.kubeflow.org/v1alpha1" and job["kind"] == "TrainJob"
+    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
+    runtimes = {d["metadata"]["name"] for d in docs if d["kind"] == "TrainingRuntime"}
+    ref = job["spec"]["runtimeRef"]
+    assert ref["kind"] == "TrainingRuntime" and ref["name"] in runtimes
+    trainer = job["spec"]["trainer"]
+    assert trainer["command"][:2] == ["torchrun", "-m"]
+    module = trainer["command"][2]
+    assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), module
+    spec_arg = next(a for a in trainer["args"] if a.startswith("--spec="))
+    spec_path = ROOT / spec_arg.removeprefix("--spec=/opt/venus/")
+    assert spec_path.is_file(), spec_arg
+    spec = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+    dist, res = spec["mid_train"]["distributed"], spec["platform"]["resources"]["mid_train"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (
+        dist["nodes"],
+        dist["procs_per_node"],
+    )
+    assert int(trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"]) == res["gpu_count"]
+    assert trainer["image"] == spec["platform"]["images"]["train"]
