@@ -305,3 +305,35 @@ def test_trainjob_example_matches_runtime_and_spec() -> None:
     )
     assert int(trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"]) == res["gpu_count"]
     assert trainer["image"] == spec["platform"]["images"]["train"]
+
+
+def test_index_based_patches_hit_the_intended_fields() -> None:
+    """JSON6902 paths address list items by index; these assertions fail if a base edit reorders
+    the lists so that an overlay patch lands on a different item."""
+    local = render(MANIFESTS / "overlays" / "local")
+    mlflow = next(
+        d for d in local if d["kind"] == "Deployment" and d["metadata"]["name"] == "mlflow"
+    )
+    args = mlflow["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--workers")] == ["--workers=1"]
+    assert any(a.startswith("--backend-store-uri=") for a in args)
+    gpu = render(MANIFESTS / "overlays" / "gpu-cluster")
+    ds = next(
+        d
+        for d in gpu
+        if d["kind"] == "TrainingRuntime" and d["metadata"]["name"] == "venus-deepspeed"
+    )
+    pod = ds["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "spec"
+    ]
+    sizes = {v["name"]: v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v}
+    assert sizes["dshm"] == "64Gi" and sizes["home"] is None
+    for docs in (local, gpu):
+        for d in docs:
+            if d["kind"] == "TrainingRuntime":
+                job = d["spec"]["template"]["spec"]["replicatedJobs"][0]
+                assert (
+                    job["name"] == "node"
+                    and job["template"]["spec"]["template"]["spec"]["containers"][0]["name"]
+                    == "node"
+                )
