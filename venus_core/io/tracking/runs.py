@@ -25,17 +25,17 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 
 from venus_core.config import AgentSpec, spec_hash, spec_to_dict
-from venus_core.io.tracking.buffer import BufferedRunWriter, GapReport
+from venus_core.io.tracking.buffer import BufferedRunWriter, GapReport, is_transient
 
 PARENT_ENV = "VENUS_PARENT_RUN_ID"
 IMAGE_ENV = "VENUS_IMAGE"
@@ -49,6 +49,21 @@ JOB_SECTIONS = {"score_data": "scoring", "mid_train": "mid_train", "offline_rl":
                 "online_rl": "online_rl", "merge": "merge", "evaluate": "eval"}
 _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, first_wait: float = 1.0) -> T:
+    """Call `fn`, retrying transient tracking errors (server restarting as the pod starts) with backoff."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if not is_transient(exc) or i == attempts - 1:
+                raise
+            wait = first_wait * 2 ** i
+            log.warning("%s: MLflow unreachable (%s); retrying in %.0f s", what, str(exc)[:200], wait)
+            time.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def make_client(tracking_uri: str) -> MlflowClient:
@@ -217,10 +232,12 @@ def start_pipeline_run(spec: AgentSpec, run_name: str | None = None, *, client: 
     `finish_pipeline_run`.
     """
     client = client or make_client(spec.platform.tracking_uri)
-    exp = experiment_id(client, spec.platform.experiment, spec.platform.artifact_store)
+    exp = with_retries("experiment", lambda: experiment_id(client, spec.platform.experiment,
+                                                              spec.platform.artifact_store))
     tags = _provenance_tags("pipeline", spec, provenance, "provenance.json")
     tags["venus.pipeline"] = "true"
-    run = client.create_run(exp, run_name=run_name or f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}", tags=tags)
+    name = run_name or f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run = with_retries("pipeline run", lambda: client.create_run(exp, run_name=name, tags=tags))
     rid = run.info.run_id
     client.log_batch(rid, params=[Param(k, v) for k, v in flatten({"name": spec.name, "model": spec_to_dict(spec)[
         "model"]}).items()])
@@ -251,13 +268,15 @@ def stage_run(job: str, spec: AgentSpec, parent_run_id: str | None = None, *, se
     params = flatten(spec_section(spec, section), section)
     client = client or make_client(spec.platform.tracking_uri)
     parent = parent_run_id or os.environ.get(PARENT_ENV) or None
-    exp = experiment_id(client, spec.platform.experiment, spec.platform.artifact_store)
     if parent is not None:
-        exp = str(client.get_run(parent).info.experiment_id)
+        exp = str(with_retries("parent run", lambda: client.get_run(parent)).info.experiment_id)
+    else:
+        exp = with_retries("experiment", lambda: experiment_id(client, spec.platform.experiment,
+                                                                  spec.platform.artifact_store))
     tags = _provenance_tags(job, spec, provenance, "provenance.json")
     if parent is not None:
         tags["mlflow.parentRunId"] = parent
-    run = client.create_run(exp, run_name=job, tags=tags)
+    run = with_retries(f"{job} run", lambda: client.create_run(exp, run_name=job, tags=tags))
     tracker = MlflowTracker(client, run.info.run_id, spill_dir=spill_dir, **writer_options)
     tracker.log_params(params)
     if provenance is not None:
