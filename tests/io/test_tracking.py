@@ -158,13 +158,19 @@ def test_outage_buffers_spills_and_replays_then_reports_the_gap(spec, tmp_path) 
     spill = tmp_path / f"{rid}.jsonl"
     assert spill.exists() and tracker.writer.gap.metrics_spilled >= 50
     tracker.log_metrics({"loss": 120.0}, step=120)
+    report = tmp_path / "report.json"
+    report.write_text("{}")
+    tracker.log_artifact(report)  # queued: the upload fails while the server is down
+    tracker.log_params({"lr": 0.1})
     tracker.writer.client = good  # the server is back (same run, same store)
     gap = tracker.close()
     assert gap.reported_to_server and gap.metrics_unsent == 0 and gap.metrics_rejected == 0
     assert gap.metrics_delayed == 121 and gap.metrics_spilled >= 50
     assert len(gap.outages) == 1 and gap.outages[0].end is not None
     assert _history(good, rid, "loss") == [(s, float(s)) for s in range(121)]
+    assert [f.path for f in good.list_artifacts(rid)] == ["report.json"] and not gap.artifacts_unsent
     run = good.get_run(rid)
+    assert run.data.params == {"lr": "0.1"}
     assert run.info.status == "FINISHED"
     assert run.data.metrics["venus.tracking.metrics_spilled"] == gap.metrics_spilled
     assert run.data.metrics["venus.tracking.outage_seconds"] > 0
@@ -178,10 +184,14 @@ def test_outage_until_the_end_keeps_every_metric_on_disk(tmp_path) -> None:
                             backoff=(0.05, 0.1), close_timeout=0.5)
     for step in range(25):
         tracker.log_metrics({"a": float(step), "b": -1.0}, step=step)
+    tracker.log_params({"seed": 3})
     gap = tracker.close()
     assert not gap.reported_to_server and gap.metrics_unsent == 50 and gap.outages[0].end is None
+    assert gap.params_tags_unsent == 1
     lines = [json.loads(x) for x in (tmp_path / ("0" * 32 + ".jsonl")).read_text().splitlines()]
-    assert sorted((d["key"], d["step"]) for d in lines) == sorted((k, s) for s in range(25) for k in "ab")
+    metrics = [d for d in lines if d["kind"] == "metric"]
+    assert sorted((d["key"], d["step"]) for d in metrics) == sorted((k, s) for s in range(25) for k in "ab")
+    assert [d for d in lines if d["kind"] == "param"] == [{"kind": "param", "key": "seed", "value": "3"}]
     report = json.loads((tmp_path / ("0" * 32 + ".jsonl.gap.json")).read_text())
     assert report["metrics_unsent"] == 50 and report["reported_to_server"] is False
     with pytest.raises(RuntimeError, match="closed"):

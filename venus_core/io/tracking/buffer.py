@@ -8,7 +8,8 @@ rejected param never takes metrics with it). On a transient error (connection re
 is bounded: when the bound is hit, the buffered metrics are appended to a local JSONL spill file
 and memory is freed; the spill file is replayed when the run closes. A batch the server rejects
 outright (a 4xx such as a param logged twice with different values) is written to the spill file
-marked `rejected` and never retried.
+marked `rejected` and never retried. Whatever is still buffered when the run closes with the
+server down goes to the spill file too, so nothing is lost: the file is the run's local record.
 
 On close the writer flushes what it can within `close_timeout`, replays the spill file, and
 reports the gap on the run itself: tag `venus.tracking.outages` (JSON list of windows) and metrics
@@ -72,6 +73,7 @@ class GapReport:
     metrics_spilled: int = 0
     metrics_unsent: int = 0
     metrics_rejected: int = 0
+    params_tags_unsent: int = 0
     artifacts_unsent: list[str] = field(default_factory=list)
     reported_to_server: bool = False
 
@@ -222,18 +224,19 @@ class BufferedRunWriter:
         with self._lock:
             pt = [self._params_tags.popleft() for _ in range(min(BATCH_PARAMS_TAGS, len(self._params_tags)))]
             ms = [self._metrics.popleft() for _ in range(min(BATCH_METRICS, len(self._metrics)))]
-            art = self._artifacts[0] if self._artifacts else None
+            art = self._artifacts.popleft() if self._artifacts else None
         if not pt and not ms and art is None:
             return True
         try:
             self._send([], pt)
         except Exception as exc:
-            self._give_back(ms, [])
+            self._give_back(ms, [], art)
             self._failed(exc, [], pt)
             return False
         try:
             self._send(ms, [])
         except Exception as exc:
+            self._give_back([], [], art)
             self._failed(exc, ms, [])
             return False
         if art is not None:
@@ -241,20 +244,23 @@ class BufferedRunWriter:
                 self._upload(art)
             except Exception as exc:
                 if is_transient(exc):
+                    self._give_back([], [], art)
                     self._note_failure(exc)
                     return False
                 log.error("MLflow rejected artifact %s of run %s: %s", art[0], self.run_id, exc)
-                self.gap.artifacts_unsent.append(art[0])
-            with self._lock:
-                self._artifacts.popleft()
+                with self._lock:
+                    self.gap.artifacts_unsent.append(art[0])
         self._note_success()
         with self._lock:
             return not (self._metrics or self._params_tags or self._artifacts)
 
-    def _give_back(self, ms: list[Metric], pt: list[Param | RunTag]) -> None:
+    def _give_back(self, ms: list[Metric], pt: list[Param | RunTag],
+                   art: tuple[str, str | None, bool] | None = None) -> None:
         with self._lock:
             self._metrics.extendleft(reversed(ms))
             self._params_tags.extendleft(reversed(pt))
+            if art is not None:
+                self._artifacts.appendleft(art)
 
     def _failed(self, exc: BaseException, ms: list[Metric], pt: list[Param | RunTag]) -> None:
         """Transient: back to the buffer, retry later. Rejected: to the spill file, never retried."""
@@ -266,12 +272,18 @@ class BufferedRunWriter:
         log.error("MLflow rejected a batch of run %s (kept in %s): %s", self.run_id, self.spill_path, reason)
         with self._lock:
             self._spill_locked(ms, rejected=reason)
-            if pt:
-                self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-                with self.spill_path.open("a", encoding="utf-8") as f:
-                    for item in pt:
-                        f.write(json.dumps({"kind": type(item).__name__.lower(), "key": item.key,
-                                            "value": item.value, "rejected": reason}) + "\n")
+            self._spill_params_tags_locked(pt, reason)
+
+    def _spill_params_tags_locked(self, items: Sequence[Param | RunTag], rejected: str | None) -> None:
+        if not items:
+            return
+        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.spill_path.open("a", encoding="utf-8") as f:
+            for item in items:
+                rec: dict[str, Any] = {"kind": type(item).__name__.lower(), "key": item.key, "value": item.value}
+                if rejected is not None:
+                    rec["rejected"] = rejected
+                f.write(json.dumps(rec) + "\n")
 
     def _delay(self) -> float:
         with self._lock:
@@ -330,9 +342,10 @@ class BufferedRunWriter:
                 left = list(self._metrics)
                 self._metrics.clear()
                 self._spill_locked(left)
-                self.gap.metrics_spilled -= len(left)
-                self._spilled_pending -= len(left)
-                self.gap.metrics_unsent += len(left)
+            if self._params_tags:
+                self._spill_params_tags_locked(list(self._params_tags), None)
+                self.gap.params_tags_unsent += len(self._params_tags)
+                self._params_tags.clear()
             self.gap.artifacts_unsent += [a[0] for a in self._artifacts]
         if self._in_outage():  # nothing left to send proved the server back: probe it
             try:
@@ -358,7 +371,7 @@ class BufferedRunWriter:
         values = {"outage_seconds": g.outage_seconds, "metrics_delayed": g.metrics_delayed,
                   "metrics_spilled": g.metrics_spilled, "metrics_unsent": g.metrics_unsent,
                   "metrics_rejected": g.metrics_rejected}
-        if g.outages or g.metrics_spilled or g.metrics_rejected or g.artifacts_unsent:
+        if g.outages or g.metrics_spilled or g.metrics_rejected or g.artifacts_unsent or g.params_tags_unsent:
             try:
                 self.client.log_batch(
                     self.run_id, metrics=[Metric(GAP_PREFIX + k, float(v), now, 0) for k, v in values.items()],
