@@ -11,14 +11,20 @@ from __future__ import annotations
 import typer
 
 from venus_core import __version__
-from venus_core.cli.agent_cmd import register as _register_agent
+from venus_core.cli import (
+    agent_cmd,
+    eval_cmd,
+    gateway_cmd,
+    import_cmd,
+    merge_cmd,
+    pipeline_cmd,
+    run_cmd,
+    runs_cmd,
+    score_cmd,
+    synth_cmd,
+    train_cmd,
+)
 from venus_core.cli.data_cmd import data_app
-from venus_core.cli.eval_cmd import register as _register_eval
-from venus_core.cli.import_cmd import register as _register_import
-from venus_core.cli.merge_cmd import register as _register_merge
-from venus_core.cli.run_cmd import register as _register_run
-from venus_core.cli.score_cmd import register as _register_score
-from venus_core.cli.synth_cmd import register as _register_synth
 from venus_core.cli.spec_cmd import spec_app
 
 app = typer.Typer(
@@ -28,15 +34,12 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-_register_synth(data_app)
-_register_import(data_app)
-_register_score(data_app)
+for _module in (synth_cmd, import_cmd, score_cmd):
+    _module.register(data_app)
 app.add_typer(spec_app, name="spec")
 app.add_typer(data_app, name="data")
-_register_agent(app)
-_register_run(app)
-_register_merge(app)
-_register_eval(app)
+for _module in (agent_cmd, run_cmd, pipeline_cmd, train_cmd, merge_cmd, eval_cmd, runs_cmd, gateway_cmd):
+    _module.register(app)
 
 
 @app.command()

@@ -41,10 +41,10 @@ class StageResources(Section):
 
 
 class ImagesSpec(Section):
-    base: str = Field("venus/base:latest", description="CPU image with the project (all CPU stages)")
-    train: str = Field("venus/train-gpu:latest", description="CUDA + DeepSpeed training image")
-    rollout: str = Field("venus/rollout-vllm:latest", description="vLLM rollout / judge image")
-    env_web: str = Field("venus/env-web:latest", description="headless Chromium environment image")
+    base: str = Field("venus/base:0.1.0", description="CPU image with the project (all CPU stages)")
+    train: str = Field("venus/train-gpu:0.1.0", description="CUDA + DeepSpeed training image")
+    rollout: str = Field("venus/rollout-vllm:0.1.0", description="vLLM rollout / judge image")
+    env_web: str = Field("venus/env-web:0.1.0", description="headless Chromium environment image")
 
 
 class PlatformSpec(Section):
