@@ -59,6 +59,7 @@ def test_upstream_killed_mid_stream(echo_server, stacks) -> None:  # type: ignor
                     t.sendall(b"more")
                     t.recv_exact(4)
                 assert time.monotonic() - t0 < 1.5
+            assert stack.gateway.gateway.metrics.errors["upstream_reset"] == 1  # counted as such
             lease.replace("upstream reset")
             assert lease.device == "b"
             with lease.connect() as t:

@@ -86,6 +86,7 @@ def register(app: typer.Typer) -> None:
         ).start()
         registry = http = None
         try:
+            assert gw.loop is not None
             line = (
                 f"gateway shard {shard}/{shards} on {host}:{gw.port} ({loop_name(gw.loop)},"
                 f" {len(table.pools)}/{len(specs)} devices)"

@@ -223,20 +223,19 @@ class DevicePool:
             for lz in leases:
                 try:
                     lz.release()
-                except DaasError as exc:  # registry unreachable: the TTL will return the device
-                    errors.append(exc)
+                except DaasError as err:  # registry unreachable: the TTL will return the device
+                    errors.append(err)
+            hb: threading.Thread | None = None
             with self._lock:
                 for lz in leases:
                     self._active.remove(lz)
                 if not self._active and self._hb is not None:
                     self._stop.set()
                     hb, self._hb = self._hb, None
-                else:
-                    hb = None
             if hb is not None:
                 hb.join(5)
-            for exc in errors:
-                log.warning("release failed (the lease TTL will return the device): %s", exc)
+            for failure in errors:
+                log.warning("release failed (the lease TTL will return the device): %s", failure)
 
     def _heartbeats(self, interval: float) -> None:
         while not self._stop.wait(interval):

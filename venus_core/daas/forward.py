@@ -122,11 +122,12 @@ class LocalForwarder:
         gw: asyncio.StreamWriter | None = None
         try:
             addr, line = self.target()
-            gr, gw = await asyncio.wait_for(asyncio.open_connection(*addr), self.timeout)
-            gw.write(line)
+            gr, gwr = await asyncio.wait_for(asyncio.open_connection(*addr), self.timeout)
+            gw = gwr
+            gwr.write(line)
             reply = await asyncio.wait_for(gr.readline(), self.timeout)
             parse_reply(reply, f"{addr[0]}:{addr[1]}")
-            await asyncio.gather(_copy(cr, gw), _copy(gr, cw))
+            await asyncio.gather(_copy(cr, gwr), _copy(gr, cw))
         except (DaasError, OSError, TimeoutError) as exc:
             log.warning("forwarder :%d: tunnel failed: %s", self.port, exc)
         finally:

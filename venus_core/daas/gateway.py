@@ -105,7 +105,8 @@ class _Side(asyncio.Protocol):
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.session.close("reset" if exc else "closed")
+        side = "client" if self is self.session.client else "upstream"
+        self.session.close(f"{side} {'reset' if exc else 'closed'}")
 
 
 class _Client(_Side):
@@ -216,10 +217,10 @@ class Session:
             self.pool = pool
             dev = pool.device
             loop = asyncio.get_running_loop()
-            self.upstream = _Side(self)
+            upstream = self.upstream = _Side(self)
             try:
                 await asyncio.wait_for(
-                    loop.create_connection(lambda: self.upstream, dev.host, dev.port),
+                    loop.create_connection(lambda: upstream, dev.host, dev.port),
                     gw.config.connect_timeout,
                 )
             except TimeoutError as exc:
@@ -277,8 +278,8 @@ class Session:
             gw.metrics.session_seconds.labels(gw.shard_label).observe(
                 time.monotonic() - self.started
             )
-            if reason == "reset":
-                gw.metrics.errors["upstream_closed"] += 1
+            if reason.endswith(" reset"):  # counted as "upstream_reset" / "client_reset"
+                gw.metrics.errors[reason.replace(" ", "_")] += 1
         if self.pool is not None:
             self.pool.release()
             self.pool = None
