@@ -10,6 +10,7 @@ import pytest
 from conftest import make_stack
 
 from venus_core.daas import DeviceSpec, DeviceTimeout, GatewayUnavailable, UpstreamClosed
+from venus_core.daas.forward import handshake_line, open_tunnel_socket, split_addr
 
 
 def test_device_that_stops_answering(echo_server, mute_server, stacks) -> None:  # type: ignore[no-untyped-def]
@@ -101,3 +102,31 @@ def test_gateway_restart(echo_server, stacks) -> None:  # type: ignore[no-untype
             assert t2.recv_exact(5) == b"after"
         assert stack.registry.status()["quarantined"] == {}  # not the device's fault
     assert stack.registry.status()["leased"] == 0
+
+
+def test_ended_lease_closes_sessions_on_a_gateway_in_another_process(echo_server, stacks) -> None:  # type: ignore[no-untyped-def]
+    """Without the in-process hook, the gateway follows the registry's live leases over HTTP."""
+    from venus_core.daas import HttpRegistry, LeaseHTTPServer
+    from venus_core.daas.service import RevocationPoller
+
+    stack = make_stack([DeviceSpec("a", "tcp", "g", "127.0.0.1", echo_server.port)], ttl=0.6)
+    stacks.append(stack)
+    stack.registry.on_end.clear()  # as if the registry lived elsewhere
+    with LeaseHTTPServer(stack.registry) as http:
+        poller = RevocationPoller(stack.gateway, HttpRegistry(http.url).live_leases, 0.1).start()
+        try:
+            (kept,) = stack.registry.lease("w1", "tcp")
+            pool = stack.pool("w2", io_timeout=3)
+            # w1's lease is never renewed: its TTL ends it, and its open session must go with it
+            sock, _ = open_tunnel_socket(split_addr(kept.gateway), handshake_line(kept), 3)
+            sock.settimeout(5)
+            t0 = time.monotonic()
+            assert sock.recv(1) == b""
+            assert 0.3 < time.monotonic() - t0 < 3
+            sock.close()
+            with pool.lease(kind="tcp") as (lease,), lease.connect() as t:
+                t.sendall(b"mine now")  # the new holder's session is not touched by the poller
+                time.sleep(0.3)
+                assert t.recv_exact(8) == b"mine now"
+        finally:
+            poller.stop()

@@ -3,13 +3,15 @@
     venus gateway --devices devices.yaml --secret-file /run/secrets/gateway \\
         [--host 0.0.0.0] [--port 7000] [--shard 0 --shards 4] [--metrics-port 9100] \\
         [--registry-port 7070 --shard-addr gw-0:7000 --shard-addr gw-1:7000 ...]
+        [--registry-url http://registry:7070]
 
 The device table is YAML/JSON (`id, kind, group, endpoint, labels`); every shard reads the whole
 table and serves the groups that hash to it. The token secret comes from `--secret-file` or the
 `VENUS_GATEWAY_SECRET` environment variable (credentials only; everything else is a flag). With
 `--registry-port` the process also serves the lease registry over HTTP; it hands out the
-`--shard-addr` addresses (default: this shard). Prints one line with the bound ports, then runs
-until SIGINT/SIGTERM. Heavy imports stay inside the command so that `venus --help` is fast.
+`--shard-addr` addresses (default: this shard); a shard whose registry runs elsewhere gets
+`--registry-url` and closes the sessions of ended leases within a second. Prints one line with
+the bound ports, then runs until SIGINT/SIGTERM. Heavy imports stay inside the command so that `venus --help` is fast.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="host:port of every shard, in shard order (registry only)"),
         ] = None,
         ttl: Annotated[float, typer.Option(help="lease TTL in seconds (registry only)")] = 30.0,
+        registry_url: Annotated[
+            str | None,
+            typer.Option(
+                help="URL of a lease registry in another process: sessions of ended"
+                " leases are closed (polled every second)"
+            ),
+        ] = None,
     ) -> None:
         """Run a device-gateway shard: token-checked TCP forwarding to ADB / CDP / SSH devices."""
         import logging
@@ -56,12 +65,13 @@ def register(app: typer.Typer) -> None:
             Gateway,
             GatewayConfig,
             GatewayThread,
+            HttpRegistry,
             LeaseHTTPServer,
             LeaseRegistry,
             TokenSigner,
             load_devices,
         )
-        from venus_core.daas.service import loop_name
+        from venus_core.daas.service import RevocationPoller, loop_name
 
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -84,8 +94,10 @@ def register(app: typer.Typer) -> None:
         gw = GatewayThread(
             Gateway(table, signer, GatewayConfig(host=host, port=port)), metrics_port=metrics_port
         ).start()
-        registry = http = None
+        registry = http = poller = None
         try:
+            if registry_url is not None:
+                poller = RevocationPoller(gw, HttpRegistry(registry_url).live_leases).start()
             assert gw.loop is not None
             line = (
                 f"gateway shard {shard}/{shards} on {host}:{gw.port} ({loop_name(gw.loop)},"
@@ -109,6 +121,8 @@ def register(app: typer.Typer) -> None:
                 signal.signal(sig, lambda *_: stop.set())
             stop.wait()
         finally:
+            if poller is not None:
+                poller.stop()
             if http is not None:
                 http.stop()
             if registry is not None:

@@ -15,8 +15,9 @@ closes are forwarded (`write_eof`); a reset on either side closes both. An idle 
 sockets and two small objects, no coroutine, which is what lets one core hold thousands.
 
 Departure from the paper: no zero-copy (splice(2)) in Python; the copy is one `bytes` per chunk.
-Revocation of open sessions when a lease ends is `Gateway.revoke(lease)`, wired to the registry in
-process; a separate-process gateway relies on token expiry at connect time.
+When a lease ends its open sessions are closed: `Gateway.revoke(lease)` is wired to the registry
+in process; a gateway in another process follows the registry's live-lease list
+(`service.RevocationPoller`, `revoke_except`), so revocation there lags by one poll interval.
 """
 
 from __future__ import annotations
@@ -334,6 +335,22 @@ class Gateway:
     def revoke(self, lease: str) -> int:
         """Close every session of `lease` (its lease ended); returns how many were closed."""
         victims = list(self.sessions_of(lease))
+        for s in victims:
+            s.close("revoked")
+        return len(victims)
+
+    def revoke_except(self, live: set[str], before: float) -> int:
+        """Close sessions opened before `before` (monotonic) whose lease is not in `live`.
+
+        For a gateway in another process than the registry: `live` is the registry's lease list
+        fetched at `before`; a session that started earlier has a lease created earlier still,
+        so if that lease is missing from the list it has ended.
+        """
+        victims = [
+            s
+            for s in [*self.sessions.values(), *self._opening]
+            if s.claims is not None and s.claims.lease not in live and s.started < before
+        ]
         for s in victims:
             s.close("revoked")
         return len(victims)

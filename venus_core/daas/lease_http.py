@@ -5,7 +5,7 @@ stdlib server and `urllib` keep the SDK free of extra dependencies (the paper me
 multi-language SDK; any language with an HTTP client can speak this). Endpoints, all JSON:
 `POST /v1/lease {client, kind, n, labels, wait}` -> `{grants: [...]}`,
 `POST /v1/heartbeat|release|report {lease, client[, reason]}`, `POST /v1/replace {lease, client,
-reason, wait}` -> `{grant}`, `GET /v1/status`. Errors: HTTP 4xx with `{error: <code>, message}`
+reason, wait}` -> `{grant}`, `GET /v1/status`, `GET /v1/leases` (ids of live leases). Errors: HTTP 4xx with `{error: <code>, message}`
 where code is an `errors` class code, so the client raises the same typed exception.
 """
 
@@ -51,6 +51,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/v1/status":
             self._reply(200, self.registry.status())
+        elif self.path == "/v1/leases":
+            self._reply(200, {"leases": sorted(self.registry.live_leases())})
         else:
             self._reply(404, {"error": "not_found", "message": self.path})
 
@@ -188,9 +190,15 @@ class HttpRegistry:
         body = {"lease": lease_id, "client": client, "reason": reason, "wait": wait}
         return Grant.from_dict(self._post("/v1/replace", body, wait)["grant"])
 
-    def status(self) -> dict[str, Any]:
+    def _get(self, path: str) -> dict[str, Any]:
         try:
-            with urllib.request.urlopen(self.url + "/v1/status", timeout=self.timeout) as resp:
+            with urllib.request.urlopen(self.url + path, timeout=self.timeout) as resp:
                 return dict(json.loads(resp.read()))
         except OSError as exc:
             raise GatewayUnavailable(f"lease registry {self.url}: {exc}") from exc
+
+    def status(self) -> dict[str, Any]:
+        return self._get("/v1/status")
+
+    def live_leases(self) -> set[str]:
+        return {str(x) for x in self._get("/v1/leases")["leases"]}

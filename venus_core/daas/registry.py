@@ -263,6 +263,11 @@ class LeaseRegistry:
                 elif dev_id in self._quarantine:
                     self._quarantine[dev_id].recheck_at = time.monotonic() + self.recheck_after
 
+    def live_leases(self) -> set[str]:
+        """Ids of the leases held now (gateways in other processes poll this)."""
+        with self._cond:
+            return set(self._leases)
+
     def status(self) -> dict[str, Any]:
         with self._cond:
             return {

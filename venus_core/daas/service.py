@@ -4,7 +4,8 @@ Why uvloop when available: its transports read larger chunks and dispatch callba
 is most of the cost of a byte splice; asyncio's default loop is the fallback and behaves the same.
 `GatewayThread` runs a shard on a loop in a background thread: inside another program (tests, a
 rollout worker, the benchmark) and in `venus gateway`, whose main thread also serves the lease
-registry and waits for a signal.
+registry and waits for a signal. `RevocationPoller` ends sessions of ended leases when the
+registry lives in another process.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any, Self, TypeVar
 
 from venus_core.daas.gateway import Gateway
@@ -107,3 +109,47 @@ class GatewayThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RevocationPoller:
+    """Every `interval` s, close the gateway's sessions whose lease the registry no longer holds.
+
+    For a gateway in another process than the lease registry (`venus gateway --registry-url`).
+    If the registry cannot be reached, open sessions are left alone (their devices are not handed
+    to anyone else while the registry is down) and the failure is logged.
+    """
+
+    def __init__(
+        self, gateway: GatewayThread, fetch_live: Callable[[], set[str]], interval: float = 1.0
+    ) -> None:
+        self.gateway = gateway
+        self.fetch_live = fetch_live
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll_once(self) -> None:
+        before = time.monotonic()
+        try:
+            live = self.fetch_live()
+        except Exception as exc:  # noqa: BLE001 - keep polling; sessions stay open meanwhile
+            log.warning("revocation poll failed: %s", exc)
+            return
+        loop = self.gateway.loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(self.gateway.gateway.revoke_except, live, before)
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(target=self._run, name="revocation-poll", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll_once()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
