@@ -16,7 +16,7 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from typer.testing import CliRunner
 
 from venus_core.cli.runs_cmd import register, ui_command
-from venus_core.config import apply_overrides, spec_from_dict, spec_hash, spec_to_dict
+from venus_core.config import AgentSpec, apply_overrides, spec_from_dict, spec_hash, spec_to_dict
 from venus_core.io.tracking import (PARENT_ENV, MlflowTracker, compare_runs, flatten, format_diff, is_transient,
                                     make_client, register_model, stage_run, start_pipeline_run)
 from venus_core.train.tracker import Tracker
@@ -38,13 +38,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 _EXP = iter(range(10_000))
 
 
-def _spec(store: Path, *overrides: str):  # type: ignore[no-untyped-def]
+def _spec(store: Path, *overrides: str) -> AgentSpec:
     base = [f"platform.tracking_uri=sqlite:///{store}/mlflow.db", f"platform.artifact_store=file://{store}/art"]
     return spec_from_dict(apply_overrides({}, [*base, *overrides]))
 
 
 @pytest.fixture
-def spec(store: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+def spec(store: Path, request: pytest.FixtureRequest) -> AgentSpec:
     return _spec(store, f"platform.experiment=exp-{request.node.name[:40]}-{next(_EXP)}")
 
 
@@ -58,7 +58,8 @@ def _history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, flo
     return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
 
 
-def test_stage_run_nests_under_parent_with_params_tags_metrics_and_artifacts(spec, tmp_path, monkeypatch) -> None:
+def test_stage_run_nests_under_parent_with_params_tags_metrics_and_artifacts(
+        spec: AgentSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VENUS_IMAGE", "venus/train-gpu@sha256:abc")
     client = make_client(spec.platform.tracking_uri)
     parent = start_pipeline_run(spec, "pipe-1", client=client)
@@ -89,7 +90,7 @@ def test_stage_run_nests_under_parent_with_params_tags_metrics_and_artifacts(spe
     assert not any(k.startswith("venus.tracking.") for k in run.data.metrics)  # no outage, no gap metrics
 
 
-def test_stage_run_marks_failed_and_reraises(spec, tmp_path) -> None:
+def test_stage_run_marks_failed_and_reraises(spec: AgentSpec, tmp_path: Path) -> None:
     client = make_client(spec.platform.tracking_uri)
     with pytest.raises(RuntimeError, match="boom"):
         with stage_run("mid_train", spec, client=client, spill_dir=tmp_path) as tracker:
@@ -101,7 +102,7 @@ def test_stage_run_marks_failed_and_reraises(spec, tmp_path) -> None:
     assert "mlflow.parentRunId" not in run.data.tags
 
 
-def test_unknown_job_or_section_is_a_clear_error(spec) -> None:
+def test_unknown_job_or_section_is_a_clear_error(spec: AgentSpec) -> None:
     with pytest.raises(KeyError, match="no default spec section"):
         with stage_run("train_dragon", spec):
             pass
@@ -116,7 +117,7 @@ def test_flatten_respects_mlflow_limits() -> None:
     assert len(flat["long"]) == 6000 and flat["long"].endswith("[truncated]")
 
 
-def test_inputs_tag_is_truncated_with_a_pointer(spec, tmp_path) -> None:
+def test_inputs_tag_is_truncated_with_a_pointer(spec: AgentSpec, tmp_path: Path) -> None:
     client = make_client(spec.platform.tracking_uri)
     prov = {"inputs": [{"uri": f"s3://bucket/shard-{i:05d}", "sha256": "a" * 64} for i in range(200)]}
     with stage_run("merge", spec, provenance=prov, client=client, spill_dir=tmp_path) as tracker:
@@ -128,7 +129,7 @@ def test_inputs_tag_is_truncated_with_a_pointer(spec, tmp_path) -> None:
     assert len(json.loads(Path(local).read_text())["inputs"]) == 200
 
 
-def test_param_relogged_with_another_value_becomes_a_conflict_tag(spec, tmp_path) -> None:
+def test_param_relogged_with_another_value_becomes_a_conflict_tag(spec: AgentSpec, tmp_path: Path) -> None:
     client = make_client(spec.platform.tracking_uri)
     with stage_run("evaluate", spec, client=client, spill_dir=tmp_path) as tracker:
         tracker.log_params({"seed": 1, "domain": "web"})
@@ -139,7 +140,7 @@ def test_param_relogged_with_another_value_becomes_a_conflict_tag(spec, tmp_path
     assert run.data.metrics["acc"] == 0.5 and tracker.gap is not None and tracker.gap.metrics_rejected == 0
 
 
-def test_outage_buffers_spills_and_replays_then_reports_the_gap(spec, tmp_path) -> None:
+def test_outage_buffers_spills_and_replays_then_reports_the_gap(spec: AgentSpec, tmp_path: Path) -> None:
     good = make_client(spec.platform.tracking_uri)
     exp = good.get_experiment_by_name(spec.platform.experiment) or None
     exp_id = exp.experiment_id if exp else good.create_experiment(spec.platform.experiment)
@@ -178,7 +179,7 @@ def test_outage_buffers_spills_and_replays_then_reports_the_gap(spec, tmp_path) 
     assert len(windows) == 1 and windows[0]["end"] is not None and "127.0.0.1" in windows[0]["error"]
 
 
-def test_outage_until_the_end_keeps_every_metric_on_disk(tmp_path) -> None:
+def test_outage_until_the_end_keeps_every_metric_on_disk(tmp_path: Path) -> None:
     down = MlflowClient(f"http://127.0.0.1:{_closed_port()}")
     tracker = MlflowTracker(down, "0" * 32, spill_dir=tmp_path, max_buffer=10, flush_interval=0.05,
                             backoff=(0.05, 0.1), close_timeout=0.5)
@@ -198,7 +199,7 @@ def test_outage_until_the_end_keeps_every_metric_on_disk(tmp_path) -> None:
         tracker.log_metrics({"a": 1.0}, step=99)
 
 
-def test_rejected_batch_is_spilled_not_retried(spec, tmp_path) -> None:
+def test_rejected_batch_is_spilled_not_retried(spec: AgentSpec, tmp_path: Path) -> None:
     client = make_client(spec.platform.tracking_uri)
     exp_id = client.create_experiment(spec.platform.experiment + "-rej")
     rid = client.create_run(exp_id).info.run_id
@@ -220,7 +221,7 @@ def test_is_transient_tells_outages_from_bad_requests() -> None:
     assert not is_transient(ValueError("x"))
 
 
-def test_register_model_with_lineage(spec, tmp_path) -> None:
+def test_register_model_with_lineage(spec: AgentSpec, tmp_path: Path) -> None:
     client = make_client(spec.platform.tracking_uri)
     parent = start_pipeline_run(spec, client=client)
     with stage_run("merge", spec, parent, client=client, spill_dir=tmp_path) as tracker:
@@ -255,7 +256,7 @@ def _pipeline(store: Path, exp: str, tmp: Path, lr: str, stages: dict[str, float
     return parent
 
 
-def test_compare_runs_and_the_cli(store, tmp_path) -> None:
+def test_compare_runs_and_the_cli(store: Path, tmp_path: Path) -> None:
     a = _pipeline(store, "cmp", tmp_path, "1e-3", {"mid_train": 1.0, "merge": 0.5})
     b = _pipeline(store, "cmp", tmp_path, "2e-3", {"mid_train": 0.8, "evaluate": 0.1})
     uri = f"sqlite:///{store}/mlflow.db"
@@ -274,7 +275,7 @@ def test_compare_runs_and_the_cli(store, tmp_path) -> None:
     assert res.exit_code == 2 and "f" * 32 in res.output
 
 
-def test_ui_builds_a_loopback_mlflow_command(monkeypatch) -> None:
+def test_ui_builds_a_loopback_mlflow_command(monkeypatch: pytest.MonkeyPatch) -> None:
     cmd = ui_command("sqlite:///runs/mlflow.db", 5055)
     assert cmd[1:] == ["-m", "mlflow", "ui", "--backend-store-uri", "sqlite:///runs/mlflow.db",
                        "--host", "127.0.0.1", "--port", "5055"]
