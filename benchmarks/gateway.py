@@ -11,8 +11,9 @@ rollouts. Figures:
 - idle sessions: `--idle` sessions are opened through the gateway, held, then each must still echo
   a byte; reports the gateway's RSS and open fds;
 - env step: a simulated-phone step (`input tap` + `screencap -p` over adbutils and the real adb
-  server), direct vs through the SDK's local forwarder and the gateway. The target is <= 2 %
-  added latency on an env step.
+  server), direct vs through the SDK's local forwarder and the gateway, alternating step by step;
+  the added latency is the median of the paired differences. The target is <= 2 % added latency
+  on an env step.
 
 Counts and time are bounded (each phase stops at its count or its time limit, whichever first).
 
@@ -199,8 +200,11 @@ def pct(xs: list[float], q: float) -> float:
     return statistics.quantiles(xs, n=100, method="inclusive")[int(q) - 1] if len(xs) > 1 else xs[0]
 
 
-def env_step_bench(steps: int) -> tuple[float, float]:
-    """Median seconds of one sim-phone step (tap + screencap), direct and through the gateway."""
+def env_step_bench(steps: int) -> tuple[float, float, float]:
+    """Sim-phone step (tap + screencap) medians: direct, through the gateway, paired difference.
+
+    Direct and gateway steps alternate so that the load drift of a shared machine hits both.
+    """
     import random
 
     from venus_core.daas.forward import LocalForwarder
@@ -209,28 +213,31 @@ def env_step_bench(steps: int) -> tuple[float, float]:
 
     phone = get_phone()
     dev = SimDevice(phone, phone.initial(random.Random(0)), size=(540, 960))
-    results = []
     with SimAdbServer(dev) as srv, AdbServerProcess() as adb:
         # the gateway process routes its devices to the echo server, so this phase uses its own
         # in-process gateway (same code) whose device d0 is the simulated phone
         devs = [DeviceSpec("d0", "android", "bench", "127.0.0.1", srv.port)]
         with GatewayThread(Gateway(DeviceTable(devs), SIGNER)) as gw:
             fwd = LocalForwarder(lambda: (("127.0.0.1", gw.port), hello("d0"))).start()
+            shells = [
+                AdbShell(srv.serial, port=adb.port, connect=True),
+                AdbShell(f"127.0.0.1:{fwd.port}", port=adb.port, connect=True),
+            ]
+            times: list[list[float]] = [[], []]
             try:
-                for serial in (srv.serial, f"127.0.0.1:{fwd.port}"):
-                    shell = AdbShell(serial, port=adb.port, connect=True)
-                    times = []
-                    for i in range(steps + 2):
+                for i in range(steps + 2):
+                    for shell, out in zip(shells, times, strict=True):
                         t = time.perf_counter()
                         shell.run(f"input tap {100 + i} 200")
                         shell.run("screencap -p")
                         if i >= 2:  # warm-up
-                            times.append(time.perf_counter() - t)
-                    shell.close()
-                    results.append(statistics.median(times))
+                            out.append(time.perf_counter() - t)
             finally:
+                for shell in shells:
+                    shell.close()
                 fwd.stop()
-    return results[0], results[1]
+    diffs = [g - d for d, g in zip(*times, strict=True)]
+    return statistics.median(times[0]), statistics.median(times[1]), statistics.median(diffs)
 
 
 def main() -> None:
@@ -294,11 +301,11 @@ def main() -> None:
             f"thread (opened in {opened:.1f}s); while held: gateway RSS {rss:.0f} MiB, {nfd} fds"
         )
         if args.env_steps:
-            d_step, g_step = env_step_bench(args.env_steps)
+            d_step, g_step, added = env_step_bench(args.env_steps)
             print(
-                f"env step (tap + screencap over adb, median of {args.env_steps}): direct "
-                f"{d_step * 1e3:.1f} ms, through forwarder+gateway {g_step * 1e3:.1f} ms "
-                f"(added {(g_step / d_step - 1):+.1%})"
+                f"env step (tap + screencap over adb, {args.env_steps} alternating pairs): median "
+                f"direct {d_step * 1e3:.1f} ms, through forwarder+gateway {g_step * 1e3:.1f} ms; "
+                f"median paired difference {added * 1e3:+.2f} ms ({added / d_step:+.1%})"
             )
     finally:
         loop.close()

@@ -4,7 +4,7 @@ Why a forwarder: stock tools (the `adb` server, ssh, a CDP client) cannot prepen
 their connections. `LocalForwarder` listens on a loopback port; each connection it accepts is
 tunnelled through the gateway with the lease's handshake line and then copied both ways, so
 `adb connect 127.0.0.1:<port>` reaches the leased device unchanged. It runs its own event loop in a
-thread; this side carries one device's traffic, so a plain read/write copy is enough.
+thread (uvloop when installed) and splices with the same `splice.End` protocols as the gateway.
 """
 
 from __future__ import annotations
@@ -13,15 +13,16 @@ import asyncio
 import logging
 import socket
 import threading
-from collections.abc import Callable
-from typing import Self
+from collections.abc import Callable, Coroutine
+from typing import Any, Self
 
 from venus_core.daas.errors import DaasError, DeviceTimeout, GatewayUnavailable, error_for
 from venus_core.daas.gateway import MAGIC, MAX_HANDSHAKE
 from venus_core.daas.registry import Grant
+from venus_core.daas.service import new_event_loop
+from venus_core.daas.splice import End, pair
 
 log = logging.getLogger(__name__)
-CHUNK = 1 << 16
 
 
 def handshake_line(grant: Grant) -> bytes:
@@ -86,15 +87,88 @@ def open_tunnel_socket(
     return sock, session
 
 
-async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (ConnectionError, OSError):
-        writer.close()
+class _Remote(End):
+    """The gateway end of a forwarded connection: reads the reply line, then a plain `End`."""
+
+    __slots__ = ("buf", "reply")
+
+    def __init__(self, owner: _Tunnel) -> None:
+        super().__init__(owner)
+        self.buf = bytearray()
+        self.reply: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        if self.reply.done():
+            super().data_received(data)
+            return
+        self.buf += data
+        nl = self.buf.find(b"\n")
+        if nl >= 0:
+            rest = bytes(self.buf[nl + 1 :])
+            self.reply.set_result(bytes(self.buf[:nl]))
+            if rest:
+                super().data_received(rest)
+        elif len(self.buf) > MAX_HANDSHAKE:
+            self.reply.set_result(bytes(self.buf))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.reply.done():
+            self.reply.set_result(b"")
+        super().connection_lost(exc)
+
+
+class _Local(End):
+    """The local end: once connected, starts opening the tunnel through the gateway."""
+
+    __slots__ = ("tunnel",)
+
+    def __init__(self, tunnel: _Tunnel) -> None:
+        super().__init__(tunnel)
+        self.tunnel = tunnel
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.tunnel.fwd._spawn(self.tunnel.open())
+
+
+class _Tunnel:
+    """One local connection and its tunnel through the gateway."""
+
+    def __init__(self, fwd: LocalForwarder) -> None:
+        self.fwd = fwd
+        self.client = _Local(self)
+        self.remote: _Remote | None = None
+        self.closed = False
+
+    def close(self, reason: str) -> None:
+        if not self.closed:
+            self.closed = True
+            for end in (self.client, self.remote):
+                if end is not None and end.transport is not None:
+                    end.transport.close()
+            self.fwd._tunnels.discard(self)
+
+    async def open(self) -> None:
+        local = self.client
+        assert local.transport is not None
+        local.transport.pause_reading()
+        try:
+            addr, line = self.fwd.target()
+            loop = asyncio.get_running_loop()
+            remote = self.remote = _Remote(self)
+            await asyncio.wait_for(loop.create_connection(lambda: remote, *addr), self.fwd.timeout)
+            assert remote.transport is not None
+            remote.transport.write(line)
+            reply = await asyncio.wait_for(asyncio.shield(remote.reply), self.fwd.timeout)
+            parse_reply(reply, f"{addr[0]}:{addr[1]}")
+        except (DaasError, OSError, TimeoutError) as exc:
+            log.warning("forwarder :%d: tunnel failed: %s", self.fwd.port, exc)
+            self.close("tunnel failed")
+            return
+        if self.closed:
+            return
+        pair(local, remote)
+        local.transport.resume_reading()
 
 
 class LocalForwarder:
@@ -114,36 +188,26 @@ class LocalForwarder:
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._tunnels: set[_Tunnel] = set()
 
-    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _accept(self) -> End:
+        tunnel = _Tunnel(self)
+        self._tunnels.add(tunnel)
+        return tunnel.client
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        gw: asyncio.StreamWriter | None = None
-        try:
-            addr, line = self.target()
-            gr, gwr = await asyncio.wait_for(asyncio.open_connection(*addr), self.timeout)
-            gw = gwr
-            gwr.write(line)
-            reply = await asyncio.wait_for(gr.readline(), self.timeout)
-            parse_reply(reply, f"{addr[0]}:{addr[1]}")
-            await asyncio.gather(_copy(cr, gwr), _copy(gr, cw))
-        except (DaasError, OSError, TimeoutError) as exc:
-            log.warning("forwarder :%d: tunnel failed: %s", self.port, exc)
-        finally:
-            cw.close()
-            if gw is not None:
-                gw.close()
-            self._tasks.discard(task)
+        task.add_done_callback(self._tasks.discard)
 
     def start(self) -> Self:
         ready = threading.Event()
         errors: list[BaseException] = []
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         self.loop = loop
 
         async def boot() -> None:
-            self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+            self._server = await loop.create_server(self._accept, "127.0.0.1", self.port)
             self.port = self._server.sockets[0].getsockname()[1]
 
         def main() -> None:
@@ -171,6 +235,8 @@ class LocalForwarder:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for tunnel in list(self._tunnels):
+            tunnel.close("forwarder stopped")
 
     def stop(self) -> None:
         loop, thread = self.loop, self._thread

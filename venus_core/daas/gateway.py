@@ -7,12 +7,10 @@ the token (signature, expiry, device, client), checks that its shard owns the de
 (see `routing`), takes a slot in the device's upstream pool, connects, and answers `OK <session>\\n`
 or `ERR <code> <message>\\n` (codes in `errors`) and closes. After `OK` the bytes are the device's.
 
-Forwarding does no per-message Python work: both sides are asyncio Protocols whose
-`data_received` writes the chunk straight into the peer transport (uvloop reads up to 256 KiB at
-a time); backpressure is the transports' own flow control — when one side's write buffer passes
-its high-water mark, `pause_writing` pauses *reading* on the other side until it drains. Half
-closes are forwarded (`write_eof`); a reset on either side closes both. An idle session costs two
-sockets and two small objects, no coroutine, which is what lets one core hold thousands.
+Forwarding does no per-message Python work: both sides are `splice.End` Protocols whose
+`data_received` writes the chunk straight into the peer transport, with transport flow control as
+backpressure (see `splice`). An idle session costs two sockets and two small objects, no
+coroutine, which is what lets one core hold thousands.
 
 Departure from the paper: no zero-copy (splice(2)) in Python; the copy is one `bytes` per chunk.
 When a lease ends its open sessions are closed: `Gateway.revoke(lease)` is wired to the registry
@@ -25,11 +23,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import cast
 
 from venus_core.daas.errors import (
     DaasError,
@@ -42,13 +38,13 @@ from venus_core.daas.errors import (
 )
 from venus_core.daas.metrics import GatewayMetrics
 from venus_core.daas.routing import DeviceTable, UpstreamPool
+from venus_core.daas.splice import End, pair
 from venus_core.daas.tokens import Claims, TokenSigner
 
 log = logging.getLogger(__name__)
 
 MAGIC = "VENUS1"
 MAX_HANDSHAKE = 4096
-HIGH_WATER = 1 << 20  # bytes buffered towards one side before the other side stops being read
 
 
 @dataclass(frozen=True)
@@ -59,64 +55,14 @@ class GatewayConfig:
     connect_timeout: float = 5.0
 
 
-class _Side(asyncio.Protocol):
-    """One socket of a session; forwards what it reads to the other side's transport."""
+class _Client(End):
+    """The client side: reads the handshake line, then behaves as a plain `End`."""
 
-    __slots__ = ("eof", "nbytes", "peer", "pending", "session", "transport")
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.transport: asyncio.Transport | None = None
-        self.peer: _Side | None = None
-        self.pending: list[bytes] = []
-        self.nbytes = 0
-        self.eof = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        transport = self.transport
-        transport.set_write_buffer_limits(high=HIGH_WATER)
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def data_received(self, data: bytes) -> None:
-        self.nbytes += len(data)
-        peer = self.peer
-        if peer is not None and peer.transport is not None:
-            peer.transport.write(data)
-        else:
-            self.pending.append(data)
-
-    def pause_writing(self) -> None:
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.resume_reading()
-
-    def eof_received(self) -> bool:
-        self.eof = True
-        peer = self.peer
-        if peer is None or peer.transport is None or not peer.transport.can_write_eof() or peer.eof:
-            self.session.close("eof")
-            return False
-        peer.transport.write_eof()
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        side = "client" if self is self.session.client else "upstream"
-        self.session.close(f"{side} {'reset' if exc else 'closed'}")
-
-
-class _Client(_Side):
-    """The client side: reads the handshake line, then behaves as a plain `_Side`."""
-
-    __slots__ = ("buf", "timer")
+    __slots__ = ("buf", "session", "timer")
 
     def __init__(self, session: Session) -> None:
         super().__init__(session)
+        self.session = session
         self.buf = bytearray()
         self.timer: asyncio.TimerHandle | None = None
 
@@ -169,7 +115,7 @@ class Session:
         self.gateway = gateway
         self.id = f"s{gateway.table.shard}-{next(self._ids)}"
         self.client = _Client(self)
-        self.upstream: _Side | None = None
+        self.upstream: End | None = None
         self.claims: Claims | None = None
         self.pool: UpstreamPool | None = None
         self.admitting = False
@@ -218,7 +164,7 @@ class Session:
             self.pool = pool
             dev = pool.device
             loop = asyncio.get_running_loop()
-            upstream = self.upstream = _Side(self)
+            upstream = self.upstream = End(self)
             try:
                 await asyncio.wait_for(
                     loop.create_connection(lambda: upstream, dev.host, dev.port),
@@ -252,13 +198,7 @@ class Session:
         gw.sessions[self.id] = self
         gw.metrics.sessions_total += 1
         c.transport.write(f"OK {self.id}\n".encode())
-        for chunk in u.pending:
-            c.transport.write(chunk)
-        for chunk in c.pending:
-            u.transport.write(chunk)
-        u.pending.clear()
-        c.pending.clear()
-        c.peer, u.peer = u, c
+        pair(c, u)
         self.admitting = False
         c.transport.resume_reading()
 
