@@ -106,7 +106,8 @@ async def open_session(
     return reader, writer
 
 
-async def bulk(port: int, device: str | None, total: int, limit_s: float) -> float:
+async def bulk(port: int, device: str | None, total: int, limit_s: float) -> tuple[float, int]:
+    """(MB/s, bytes echoed) of one session streaming up to `total` bytes."""
     reader, writer = await open_session(port, device)
     chunk = os.urandom(1 << 16)
     t0 = time.perf_counter()
@@ -133,7 +134,7 @@ async def bulk(port: int, device: str | None, total: int, limit_s: float) -> flo
     got = await consume()
     dt = time.perf_counter() - t0
     writer.close()
-    return got / dt / 1e6
+    return got / dt / 1e6, got
 
 
 async def pingpong(
@@ -185,6 +186,12 @@ async def idle(
     for _, w in conns:
         w.close()
     return alive, opened, rss, nfd
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (from /proc; clock-tick resolution)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_stats(pid: int) -> tuple[float, int]:
@@ -274,16 +281,21 @@ def main() -> None:
     try:
         run = loop.run_until_complete
         total = args.bulk_mb << 20
-        d_mb = run(bulk(int(echo_port), None, total, args.limit))
-        g_mb = run(bulk(int(gw_port), "d0", total, args.limit))
-        print(f"bulk echo: direct {d_mb:.0f} MB/s, gateway {g_mb:.0f} MB/s ({g_mb / d_mb:.0%})")
+        d_mb, _ = run(bulk(int(echo_port), None, total, args.limit))
+        cpu0 = cpu_seconds(gwp.pid)
+        g_mb, g_bytes = run(bulk(int(gw_port), "d0", total, args.limit))
         print(
-            f"{'sessions':>8} {'direct p50/p99 (us)':>22} {'gateway p50/p99 (us)':>22} {'added p50':>10}"
+            f"bulk echo: direct {d_mb:.0f} MB/s, gateway {g_mb:.0f} MB/s ({g_mb / d_mb:.0%}); "
+            f"gateway CPU {(cpu_seconds(gwp.pid) - cpu0) / (2 * g_bytes / 1e9):.2f} s per GB forwarded"
         )
+        head = f"{'direct p50/p99 (us)':>22} {'gateway p50/p99 (us)':>22} {'added p50':>10}"
+        print(f"{'sessions':>8} {head}")
         first = 1
         for c in (1, 64, 512):
             d = run(pingpong(int(echo_port), None, c, args.rounds, args.limit))
+            cpu0 = cpu_seconds(gwp.pid)
             g = run(pingpong(int(gw_port), first, c, args.rounds, args.limit))
+            cpu_rt = (cpu_seconds(gwp.pid) - cpu0) / len(g) * 1e6
             first += c
             d50, d99, g50, g99 = (
                 pct(d, 50) * 1e6,
@@ -293,7 +305,7 @@ def main() -> None:
             )
             print(
                 f"{c:>8} {d50:>10.0f} / {d99:<9.0f} {g50:>10.0f} / {g99:<9.0f} {g50 - d50:>8.0f}us"
-                f"   (n={len(d)}/{len(g)})"
+                f"   (n={len(d)}/{len(g)}; gateway CPU {cpu_rt:.0f} us per round trip)"
             )
         alive, opened, rss, nfd = run(idle(int(gw_port), first, args.idle, args.hold, gwp.pid))
         print(
