@@ -1,0 +1,41 @@
+"""Kubeflow Pipelines components, one per pipeline job (ARCHITECTURE: job = runtime module = component).
+
+Each `components/<job>.py` holds one plain, typed function whose docstring is what the Kubeflow UI
+shows and whose body calls `venus_core.runtime.<job>.main` with `--spec/--set/--out` arguments.
+The function is turned into a lightweight component by `component(job, image)` here rather than by
+a module-level `@dsl.component`, because the image comes from the agent spec
+(`platform.images.base` / `.train`) and is only known when a pipeline is built. Lightweight
+components whose body imports the installed package run both in `kfp.local.SubprocessRunner` and on
+a cluster; `install_kfp_package=False` because the project images already carry kfp.
+
+Bodies are serialized on their own by kfp (module-level helpers are not shipped), so each body
+repeats the few lines that write the spec (as `<output>/agent_spec.yaml`) and build the argument list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kfp import dsl
+
+from components.evaluate import evaluate
+from components.merge import merge
+from components.mid_train import mid_train
+from components.offline_rl import offline_rl
+from components.score_data import score_data
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "score_data": score_data,
+    "mid_train": mid_train,
+    "offline_rl": offline_rl,
+    "merge": merge,
+    "evaluate": evaluate,
+}
+
+
+def component(job: str, image: str) -> Any:
+    """The lightweight KFP component of `job`, running on `image`."""
+    if job not in FUNCTIONS:
+        raise KeyError(f"no component for job {job!r}; known: {', '.join(FUNCTIONS)}")
+    return dsl.component(FUNCTIONS[job], base_image=image, install_kfp_package=False)

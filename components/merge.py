@@ -1,0 +1,46 @@
+"""Component `merge`: the specialists merged into one checkpoint (TIES by default)."""
+
+# No `from __future__ import annotations`: kfp reads the real annotation objects.
+from typing import List, Optional
+
+from kfp.dsl import Input, Metrics, Model, Output
+
+
+def merge(
+    agent_spec: str,
+    overrides: List[str],
+    base: Input[Model],
+    method: str,
+    density: float,
+    model: Output[Model],
+    metrics: Output[Metrics],
+    grounding: Optional[Input[Model]] = None,
+    mobile: Optional[Input[Model]] = None,
+    web: Optional[Input[Model]] = None,
+) -> None:
+    """Merge the grounding, mobile and web specialists into one model (UI-Venus-1.5 stage 4: TIES
+    merge of task vectors relative to the mid-trained base, streaming over safetensors shards).
+    `model/model` is the merged checkpoint; report.json has per-part density and sign conflicts.
+    """
+    import json
+    import os
+
+    from venus_core.runtime.merge import main
+
+    os.makedirs(model.path, exist_ok=True)
+    spec_file = os.path.join(model.path, "agent_spec.yaml")  # the resolved spec, kept beside the outputs
+    with open(spec_file, "w", encoding="utf-8") as f:
+        f.write(agent_spec)
+    argv = ["--spec", spec_file, "--out", model.path, "--base", os.path.join(base.path, "model"),
+            "--set", f"merge.method={method}", "--set", f"merge.density={density!r}"]
+    for name, specialist in (("grounding", grounding), ("mobile", mobile), ("web", web)):
+        if specialist is not None:
+            argv += ["--model", f"{name}={os.path.join(specialist.path, 'model')}"]
+    for item in overrides:
+        argv += ["--set", item]
+    rc = main(argv)
+    if rc != 0:
+        raise RuntimeError(f"merge failed with exit status {rc}")
+    with open(os.path.join(model.path, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    metrics.log_metric("seconds", float(report["methods"][report["published"]]["seconds"]))

@@ -1,0 +1,47 @@
+"""Component `offline_rl`: one offline GRPO specialist (grounding, mobile or web)."""
+
+# No `from __future__ import annotations`: kfp reads the real annotation objects.
+from typing import List
+
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+
+def offline_rl(
+    agent_spec: str,
+    overrides: List[str],
+    domain: str,
+    base: Input[Model],
+    data: Input[Dataset],
+    lr: float,
+    max_steps: int,
+    kl_coef: float,
+    model: Output[Model],
+    metrics: Output[Metrics],
+) -> None:
+    """Offline GRPO for one domain (UI-Venus-1.5 stage 2) from the mid-trained checkpoint, on the
+    scored mixture's train split: grounding (point-in-box reward) or mobile / web navigation
+    (action reward, history alignment, sparse-action enhancement). `model/model` is the specialist.
+    """
+    import json
+    import os
+
+    from venus_core.runtime.offline_rl import main
+
+    os.makedirs(model.path, exist_ok=True)
+    spec_file = os.path.join(model.path, "agent_spec.yaml")  # the resolved spec, kept beside the outputs
+    with open(spec_file, "w", encoding="utf-8") as f:
+        f.write(agent_spec)
+    argv = ["--spec", spec_file, "--out", model.path, "--domain", domain,
+            "--model", os.path.join(base.path, "model"), "--data", os.path.join(data.path, "mixture", "train"),
+            "--set", f"offline_rl.{domain}.lr={lr!r}", "--set", f"offline_rl.{domain}.max_steps={max_steps}",
+            "--set", f"offline_rl.{domain}.kl_coef={kl_coef!r}"]
+    for item in overrides:
+        argv += ["--set", item]
+    rc = main(argv)
+    if rc != 0:
+        raise RuntimeError(f"offline_rl --domain {domain} failed with exit status {rc}")
+    with open(os.path.join(model.path, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    for key, rate in (report.get("held_out_after") or {}).items():
+        metrics.log_metric(f"held_out_{key}", float(rate["value"]))
+    metrics.log_metric("train_s", float(report["seconds"]["train"]))

@@ -1,0 +1,1 @@
+"""Kubeflow pipeline definitions: `gui_agent.build_pipeline(spec)`, compile / submit / local run."""

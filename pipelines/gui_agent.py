@@ -1,0 +1,153 @@
+"""The GUI-agent pipeline: score_data -> mid_train -> offline_rl x3 -> [online_rl] -> merge -> evaluate.
+
+`build_pipeline(spec)` turns one agent spec into a KFP pipeline function; the same function is
+compiled to IR YAML for a cluster (`venus compile`) or run by `kfp.local` on a laptop (`venus run`).
+
+How the spec reaches the jobs: the resolved spec (YAML, overrides already applied) is the pipeline
+parameter `agent_spec`, and every component writes it to a file for `--spec`. The values a user
+typically changes from the Kubeflow UI are typed pipeline parameters whose defaults come from the
+spec (learning rates, steps, KL, merge method and density, evaluation limit); components pass them
+to their job as `--set` overrides, followed by the free-form `overrides` list (so an explicit
+`--set` from the UI wins). Credentials are never parameters (see pipelines/k8s.py).
+
+The three offline GRPO specialists are three tasks, not a `dsl.ParallelFor`: each needs its own
+parameters, display name and output wired by name into merge (Collected outputs lose the domain),
+and independent tasks run in parallel on a cluster all the same. A domain whose
+`offline_rl.<domain>.enabled` is false gets no task and is left out of the merge.
+
+The online RL seam: with `online_rl.enabled`, each navigation specialist (mobile, web) goes through
+an `online_rl` task before the merge. That job does not exist yet, so building such a pipeline
+fails with a clear error until `components/online_rl.py` is registered in `components.FUNCTIONS`
+with the signature `(agent_spec, overrides, domain, base: Input[Model], model: Output[Model],
+metrics: Output[Metrics])`.
+"""
+
+# No `from __future__ import annotations`: kfp reads the pipeline function's real annotation objects.
+import json
+from collections.abc import Callable
+from typing import Any, List
+
+from kfp import dsl
+
+import components
+from pipelines.k8s import apply_platform
+from venus_core.config import AgentSpec, spec_to_dict
+from venus_core.config.spec import RL_DOMAINS
+
+ONLINE_RL_DOMAINS = ("mobile", "web")
+TRAIN_IMAGE_STAGES = ("mid_train", "offline_rl", "online_rl")
+
+
+class PipelineError(ValueError):
+    """The spec asks for a pipeline this version cannot build; the message names the field."""
+
+
+def stage_image(spec: AgentSpec, stage: str) -> str:
+    """Training stages, and any stage given GPUs, run on the CUDA train image; the rest on base."""
+    images = spec.platform.images
+    gpus = getattr(spec.platform.resources, stage).gpu_count
+    return images.train if stage in TRAIN_IMAGE_STAGES or gpus > 0 else images.base
+
+
+def spec_text(spec: AgentSpec) -> str:
+    """The resolved spec as one line of JSON (which YAML, and so `--spec`, reads).
+
+    One line because kfp copies parameter defaults into the comment header of the IR file, and a
+    multi-line default would end that comment early and break the YAML.
+    """
+    return json.dumps(spec_to_dict(spec), ensure_ascii=True, separators=(",", ":"))
+
+
+class _Stages:
+    """Components on their images, and the per-task settings every task gets."""
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self._cache: dict[str, Any] = {}
+
+    def __call__(self, stage: str, display: str, **kwargs: Any) -> Any:
+        if stage not in self._cache:
+            if stage not in components.FUNCTIONS:
+                raise PipelineError(f"stage {stage!r} has no component (known: {', '.join(components.FUNCTIONS)})")
+            self._cache[stage] = components.component(stage, stage_image(self.spec, stage))
+        task = self._cache[stage](**kwargs)
+        task.set_display_name(display)
+        task.set_caching_options(True)
+        apply_platform(task, stage, self.spec)
+        return task
+
+
+def _online_rl(spec: AgentSpec, run: _Stages, specialists: dict[str, Any], agent_spec: Any,
+               overrides: Any) -> dict[str, Any]:
+    """The online RL slot: navigation specialists -> online_rl -> merge. Identity when disabled."""
+    if not spec.online_rl.enabled:
+        return specialists
+    if "online_rl" not in components.FUNCTIONS:
+        raise PipelineError("online_rl.enabled is true, but the online_rl job has no component yet; "
+                            "set online_rl.enabled=false to build the offline pipeline")
+    out = dict(specialists)
+    for domain in ONLINE_RL_DOMAINS:
+        if domain in specialists:
+            task = run("online_rl", f"online_rl: {domain}", agent_spec=agent_spec, overrides=overrides,
+                       domain=domain, base=specialists[domain].outputs["model"])
+            out[domain] = task
+    return out
+
+
+def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
+    """The KFP pipeline function of `spec` (decorated with `dsl.pipeline`), ready to compile or run."""
+    if not spec.mid_train.enabled:
+        raise PipelineError("mid_train.enabled is false: the pipeline starts the specialists from the "
+                            "mid-trained checkpoint, so mid_train is required")
+    domains = [d for d in RL_DOMAINS if getattr(spec.offline_rl, d).enabled]
+    if not domains:
+        raise PipelineError("offline_rl: every domain is disabled; enable at least one of "
+                            f"{', '.join(RL_DOMAINS)}")
+    rl = spec.offline_rl
+    description = spec.description or f"Venus GUI agent {spec.name}"
+
+    @dsl.pipeline(name=spec.name, description=description)
+    def gui_agent(
+        agent_spec: str = spec_text(spec),
+        overrides: List[str] = [],  # noqa: B006 - a KFP parameter default, never mutated
+        mid_train_lr: float = spec.mid_train.lr,
+        mid_train_max_steps: int = spec.mid_train.max_steps,
+        grounding_lr: float = rl.grounding.lr,
+        grounding_max_steps: int = rl.grounding.max_steps,
+        grounding_kl_coef: float = rl.grounding.kl_coef,
+        mobile_lr: float = rl.mobile.lr,
+        mobile_max_steps: int = rl.mobile.max_steps,
+        mobile_kl_coef: float = rl.mobile.kl_coef,
+        web_lr: float = rl.web.lr,
+        web_max_steps: int = rl.web.max_steps,
+        web_kl_coef: float = rl.web.kl_coef,
+        merge_method: str = spec.merge.method,
+        merge_density: float = spec.merge.density,
+        eval_limit: int = 0,
+    ) -> None:
+        run = _Stages(spec)
+        common = {"agent_spec": agent_spec, "overrides": overrides}
+        data = run("score_data", "score_data", **common)
+        mid = run("mid_train", "mid_train", **common, data=data.outputs["data"], lr=mid_train_lr,
+                  max_steps=mid_train_max_steps)
+        tuning = {
+            "grounding": (grounding_lr, grounding_max_steps, grounding_kl_coef),
+            "mobile": (mobile_lr, mobile_max_steps, mobile_kl_coef),
+            "web": (web_lr, web_max_steps, web_kl_coef),
+        }
+        specialists: dict[str, Any] = {}
+        for domain in domains:
+            lr, steps, kl = tuning[domain]
+            specialists[domain] = run("offline_rl", f"offline_rl: {domain}", **common, domain=domain,
+                                      base=mid.outputs["model"], data=data.outputs["data"], lr=lr,
+                                      max_steps=steps, kl_coef=kl)
+        specialists = _online_rl(spec, run, specialists, agent_spec, overrides)
+        models = {d: t.outputs["model"] for d, t in specialists.items()}
+        merged = run("merge", "merge", **common, base=mid.outputs["model"], method=merge_method,
+                     density=merge_density, **models)
+        use_spec_suites = any(s.data for s in spec.eval.suites)
+        run("evaluate", "evaluate", **common, mid=mid.outputs["model"], merged=merged.outputs["model"],
+            use_spec_suites=use_spec_suites, limit=eval_limit,
+            **({} if use_spec_suites else {"data": data.outputs["data"]}), **models)
+
+    return gui_agent

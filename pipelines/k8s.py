@@ -1,0 +1,67 @@
+"""Kubernetes settings of each pipeline task, from the agent spec's `platform` section.
+
+Why a separate module: the pipeline graph (gui_agent.py) says *what* runs; this says *where* and
+with what, from `platform.resources.<stage>` and the secret / PVC names. Everything goes through
+kfp-kubernetes, so it lands in the compiled IR's platform spec and the KFP backend applies it;
+`kfp.local` ignores it.
+
+Choices of ours: GPUs are requested as the `nvidia.com/gpu` extended resource; `gpu_type` becomes
+the pod label `venus.dev/gpu-type` (for quotas and cost attribution) while placement is left to
+`node_selector` / `tolerations`, because the product label values of GPU feature discovery
+(`NVIDIA-H100-80GB-HBM3`) do not match the short names users write (`H100`). Credentials only ever
+arrive as environment variables from Secrets (never as pipeline parameters, never in the spec):
+the storage Secret when artifacts live in S3 / MinIO, the tracking Secret when the spec names one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kfp import kubernetes
+
+from venus_core.config import AgentSpec
+from venus_core.config.platform import ResourceSpec
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TYPE_LABEL = "venus.dev/gpu-type"
+CHECKPOINTS_MOUNT = "/checkpoints"
+SHM_VOLUME = "dshm"
+STORAGE_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
+TRACKING_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
+                 "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
+TRAINING_STAGES = ("mid_train", "offline_rl", "online_rl")
+
+
+def uses_object_store(spec: AgentSpec) -> bool:
+    return spec.platform.artifact_store.startswith("s3://") or spec.platform.s3_endpoint is not None
+
+
+def apply_resources(task: Any, res: ResourceSpec) -> None:
+    """CPU / memory requests = limits (guaranteed QoS for training), GPUs, placement, /dev/shm."""
+    task.set_cpu_request(res.cpu).set_cpu_limit(res.cpu)
+    task.set_memory_request(res.memory).set_memory_limit(res.memory)
+    if res.gpu_count:
+        task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(res.gpu_count)
+    if res.gpu_type:
+        kubernetes.add_pod_label(task, GPU_TYPE_LABEL, res.gpu_type)
+    for key, value in sorted(res.node_selector.items()):
+        kubernetes.add_node_selector(task, key, value)
+    for tol in res.tolerations:
+        kubernetes.add_toleration(task, key=tol.key, operator=tol.operator, value=tol.value, effect=tol.effect)
+    if res.shm_size:
+        kubernetes.empty_dir_mount(task, SHM_VOLUME, "/dev/shm", medium="Memory", size_limit=res.shm_size)
+
+
+def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
+    """Resources of `stage`, endpoints as plain env, credentials from Secrets, the checkpoint PVC."""
+    p = spec.platform
+    apply_resources(task, getattr(p.resources, stage))
+    if p.s3_endpoint:
+        task.set_env_variable("MLFLOW_S3_ENDPOINT_URL", p.s3_endpoint)
+        task.set_env_variable("AWS_ENDPOINT_URL", p.s3_endpoint)
+    if uses_object_store(spec):
+        kubernetes.use_secret_as_env(task, p.storage_secret, STORAGE_KEYS)
+    if p.tracking_secret:
+        kubernetes.use_secret_as_env(task, p.tracking_secret, TRACKING_KEYS, optional=True)
+    if p.checkpoints_pvc and stage in TRAINING_STAGES:
+        kubernetes.mount_pvc(task, p.checkpoints_pvc, CHECKPOINTS_MOUNT)

@@ -1,0 +1,79 @@
+"""`pipelines.local.run_local`: the real pipeline under kfp.local, end to end and failing fast.
+
+The end-to-end run uses the embedded venus-tiny agent shrunk with `--set` (a few dozen synthetic
+records, 2 SFT steps, 1 GRPO step per domain): every stage runs for real, in order, through
+kfp.local's artifact passing. The task-log parser is tested on its own with kfp.local's format.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.local import LocalRunError, TaskLog, run_local
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "agents" / "venus-tiny"
+
+SHRINK = [
+    "data.sources.0.synth.n=40", "data.sources.1.synth.n=40", "data.sources.2.synth.n=80",
+    "data.sources.3.synth.n=30", "data.validation_fraction=0.2",
+    "mid_train.max_steps=2", "mid_train.batch_size=4", "mid_train.warmup_steps=0",
+    "mid_train.save_every=2", "mid_train.eval_every=2", "eval.held_out=4", "eval.batch_size=4",
+] + [f"offline_rl.{d}.{k}" for d in ("grounding", "mobile", "web")
+     for k in ("max_steps=1", "prompts_per_step=2", "group_size=2", "max_new_tokens=8")]
+
+
+def test_task_log_splits_the_kfp_local_stream_per_task() -> None:
+    echo = io.StringIO()
+    log = TaskLog(echo)
+    log.write("12:00:00.000 - INFO - Executing task \x1b[96m'score-data'\x1b[0m\n    hello\n    wor")
+    log.write("ld\n12:00:01.000 - INFO - Task \x1b[96m'score-data'\x1b[0m finished with status "
+              "\x1b[92mSUCCESS\x1b[0m\n")
+    log.write("12:00:02.000 - INFO - Executing task 'mid-train'\n    Traceback\n    ValueError: bad\n")
+    log.write("12:00:03.000 - ERROR - Task 'mid-train' finished with status FAILURE\n")
+    assert log.tasks["score-data"]["lines"] == ["    hello", "    world"]
+    assert log.tasks["score-data"]["status"] == "SUCCESS"
+    assert log.tasks["mid-train"]["status"] == "FAILURE"
+    assert log.tasks["mid-train"]["lines"][-1].strip() == "ValueError: bad"
+    assert log.running() == "mid-train"
+    assert "hello" in echo.getvalue()  # echoed unchanged
+
+
+@pytest.mark.slow
+def test_a_failing_job_stops_the_run_at_its_stage_with_its_error(tmp_path: Path) -> None:
+    broken = "data.sources=[{name: broken, kind: dataset, uri: " + str(tmp_path / "missing") + "}]"
+    with pytest.raises(LocalRunError) as info:
+        run_local(TINY, [broken], tmp_path / "run", echo=None)
+    err = info.value
+    assert err.stage == "score_data"
+    assert "missing" in err.log_tail  # the job's own error, not just kfp's "task failed"
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "FAILURE"
+    assert [s["task"] for s in summary["stages"]] == ["score-data"]  # nothing ran after it
+
+
+@pytest.mark.slow
+def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) -> None:
+    summary = run_local(TINY, SHRINK, tmp_path, echo=None)
+    stages = summary["stages"]
+    assert summary["status"] == "SUCCESS"
+    assert [s["stage"] for s in stages] == ["score_data", "mid_train", "offline_rl", "offline_rl",
+                                            "offline_rl", "merge", "evaluate"]
+    assert all(s["status"] == "SUCCESS" and s["seconds"] > 0 for s in stages)
+    assert sorted(s["domain"] for s in stages if s["stage"] == "offline_rl") == ["grounding", "mobile", "web"]
+    by_stage = {s["stage"]: s for s in stages}
+    assert by_stage["mid_train"]["metrics"]["steps"] == 2
+    assert by_stage["score_data"]["metrics"]["mixture_train_records"] > 0
+    merged = Path(by_stage["merge"]["outputs"]["model"]) / "model"
+    assert (merged / "config.json").is_file() and list(merged.glob("*.safetensors"))
+    merge_report = json.loads((Path(by_stage["merge"]["outputs"]["model"]) / "report.json").read_text())
+    assert sorted(merge_report["specialists"]) == ["grounding", "mobile", "web"]
+    ev = by_stage["evaluate"]
+    assert Path(ev["outputs"]["report"]).read_text().lstrip().lower().startswith("<!doctype html")
+    models = {key.split("/")[0] for key in ev["metrics"]}
+    assert models == {"mid", "grounding", "mobile", "web", "merged"}
+    assert json.loads((tmp_path / "summary.json").read_text())["stages"] == stages
