@@ -63,6 +63,14 @@ def test_compiled_ir_matches_the_golden_file(agent: str, compiled: dict[str, tup
     assert text == golden.read_text(), f"{agent}: compiled IR differs from {golden} (see module docstring)"
 
 
+@pytest.mark.parametrize("agent", AGENTS)
+def test_kfp_loads_the_compiled_ir_back(agent: str, compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    from kfp import components as kfp_components
+
+    loaded = kfp_components.load_component_from_text(compiled[agent][0])
+    assert "agent_spec" in loaded.component_spec.inputs and "merge_density" in loaded.component_spec.inputs
+
+
 def _tasks(ir: dict[str, Any]) -> dict[str, Any]:
     return ir["root"]["dag"]["tasks"]
 
