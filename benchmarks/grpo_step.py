@@ -13,6 +13,17 @@ Where the time goes: ours reports generation / log-prob (reference + old policy)
 `_generate` (generation) and `_get_per_token_logps_and_entropies` (every log-prob pass, with and
 without grad), the rest of its step being backward, optimizer and bookkeeping.
 
+Every prompt uses the same instruction (the screenshots differ), so all prompts have the same
+token length. With prompts of different lengths TRL 1.16 fails in its first loss forward on
+Qwen3-VL (transformers 5.24) inside `get_rope_index` ("shape mismatch: value tensor of shape
+[3, 114] cannot be broadcast to indexing result of shape [3, 113]"); it does not happen when all
+prompts have the same length, so it looks like a padding mismatch between the ids and a per-token
+field, but we did not trace it further. Ours handles mixed lengths (its tests use them).
+
+Sampling: TRL suppresses only `<|image_pad|>`, ours all four vision tokens (a sampled
+`<|vision_start|>` shifts Qwen3-VL's rope index); TRL gets the same list through
+`generation_kwargs` so both sample from the same distribution.
+
 TRL is not a dependency of the project: `pip install trl` (it pulls accelerate and datasets).
 
     OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--prompts 8] [--group 8] [--tokens 8] [--steps 5]
@@ -30,6 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+
+INSTRUCTION = "the coloured button"
+"""One instruction for every prompt (the screenshots differ): see the module docstring."""
 
 
 def _require_trl() -> Any:
@@ -62,7 +77,8 @@ def bench_ours(model_dir: Path, records: list[Any], reader: Any, args: argparse.
     from venus_core.models.loading import load_model
     from venus_core.rewards.base import RewardResult
     from venus_core.rl.grpo import OfflineGRPO
-    from venus_core.rl.prompts import grounding_item
+    from venus_core.models.prompts import build_messages, grounding_prompt
+    from venus_core.rl.grpo import PromptItem
     from venus_core.train.tracker import NullTracker
 
     name = "bench_length"
@@ -72,7 +88,8 @@ def bench_ours(model_dir: Path, records: list[Any], reader: Any, args: argparse.
                            max_new_tokens=args.tokens, lr=1e-4, kl_coef=args.kl, temperature=1.0)
     model, proc = load_model(model_dir, ModelSpec())
     trainer = OfflineGRPO(model, proc, spec, NullTracker())
-    items = [grounding_item(r, reader.open_image) for r in records]
+    items = [PromptItem(build_messages(reader.open_image(r.image), grounding_prompt(INSTRUCTION)), {}, r.id)
+             for r in records]
     rows: list[dict[str, float]] = []
     for step in range(args.steps + 1):
         t = time.perf_counter()
@@ -111,10 +128,11 @@ def bench_trl(model_dir: Path, records: list[Any], reader: Any, args: argparse.N
     from venus_core.config.spec import ModelSpec
     from venus_core.models.loading import load_model
     from venus_core.models.prompts import grounding_prompt
+    from venus_core.rl.rollout import suppressed_token_ids
 
     model, proc = load_model(model_dir, ModelSpec())
     rows = [{"prompt": [{"role": "user", "content": [{"type": "image"},
-                                                      {"type": "text", "text": grounding_prompt(r.instruction)}]}],
+                                                      {"type": "text", "text": grounding_prompt(INSTRUCTION)}]}],
              "image": reader.open_image(r.image)} for r in records]
     dataset = Dataset.from_list(rows)
 
@@ -128,6 +146,8 @@ def bench_trl(model_dir: Path, records: list[Any], reader: Any, args: argparse.N
         beta=args.kl, learning_rate=1e-4, max_steps=args.steps + 1, logging_steps=1, report_to="none",
         save_strategy="no", use_cpu=True, bf16=False, seed=0, dataloader_num_workers=0,
         repetition_penalty=1.0, shuffle_dataset=False,
+        # the same suppressed vision tokens as ours, so both sample from the same distribution
+        generation_kwargs={"suppress_tokens": suppressed_token_ids(proc)},
     )
     times: dict[str, list[float]] = {}
     steps: list[float] = []
