@@ -129,6 +129,18 @@ def summarize(log: TaskLog, run_dir: Path | None) -> list[dict[str, Any]]:
     return stages
 
 
+def format_summary(summary: dict[str, Any], max_metrics: int = 4) -> str:
+    """The summary as plain-text lines: one per stage with status, seconds and its first metrics."""
+    lines = [f"{summary['agent']}: {summary['status']} in {summary['seconds']}s ({summary['out']})"]
+    for st in summary["stages"]:
+        name = st["stage"] + (f"[{st['domain']}]" if st.get("domain") else "")
+        shown = list(st.get("metrics", {}).items())[:max_metrics]
+        metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown)
+        seconds = "-" if st["seconds"] is None else f"{st['seconds']:.1f}s"
+        lines.append(f"  {name:<22} {st['status']:<8} {seconds:>8}  {metrics}")
+    return "\n".join(lines)
+
+
 def _run_dir(root: Path, before: set[Path]) -> Path | None:
     new = [p for p in root.iterdir() if p.is_dir() and p not in before] if root.is_dir() else []
     return max(new, key=lambda p: p.stat().st_mtime) if new else None

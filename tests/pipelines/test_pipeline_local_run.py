@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.local import LocalRunError, TaskLog, run_local
+from pipelines.local import LocalRunError, TaskLog, format_summary, run_local
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "agents" / "venus-tiny"
@@ -41,6 +41,16 @@ def test_task_log_splits_the_kfp_local_stream_per_task() -> None:
     assert log.tasks["mid-train"]["lines"][-1].strip() == "ValueError: bad"
     assert log.running() == "mid-train"
     assert "hello" in echo.getvalue()  # echoed unchanged
+
+
+def test_format_summary_has_one_line_per_stage() -> None:
+    summary = {"agent": "a", "status": "FAILURE", "seconds": 3.0, "out": "/o", "stages": [
+        {"stage": "score_data", "status": "SUCCESS", "seconds": 1.25, "metrics": {"train": 65.0}},
+        {"stage": "offline_rl", "domain": "web", "status": "FAILURE", "seconds": None, "metrics": {}}]}
+    lines = format_summary(summary).splitlines()
+    assert lines[0] == "a: FAILURE in 3.0s (/o)"
+    assert lines[1].split() == ["score_data", "SUCCESS", "1.2s", "train=65"]
+    assert lines[2].split() == ["offline_rl[web]", "FAILURE", "-"]
 
 
 @pytest.mark.slow
