@@ -110,24 +110,22 @@ def test_version() -> None:
     assert invoke("version").output.strip() == __version__
 
 
-def test_run_main_job_on_a_small_spec(tmp_path: Path) -> None:
-    spec = tmp_path / "agent.yaml"
-    spec.write_text(
-        "name: run-test\n"
-        "data:\n  sources:\n"
-        "    - {name: g, kind: synth, synth: {kind: grounding, n: 12, level: 1, seed: 3}}\n"
-        "    - {name: nav, kind: synth, synth: {kind: navigation, n: 3, level: 3, seed: 4}}\n"
-    )
-    out = tmp_path / "out"
-    res = invoke("run", str(spec), "--out", str(out))
-    assert res.exit_code == 0, res.output
-    summary = json.loads((out / "summary.json").read_text())
-    by_name = {s["source"]: s for s in summary["sources"]}
-    assert by_name["g"]["records"] == 12 and by_name["g"]["problems"] == 0
-    assert sum(by_name["g"]["scoring"]["buckets"].values()) == 12  # every record judged
-    assert by_name["nav"]["records"] == 3
-    assert "mid_train" in summary["stages_not_built_yet"]
-    assert invoke("data", "validate", by_name["g"]["path"]).exit_code == 0
+@pytest.mark.slow
+def test_run_reports_the_failing_stage(tmp_path: Path) -> None:
+    """`venus run` drives the real pipeline (tests/pipelines runs it to success); a broken data
+    source stops it at score_data with the job's own error and exit status 1."""
+    broken = "data.sources=[{name: broken, kind: dataset, uri: " + str(tmp_path / "missing") + "}]"
+    res = runner.invoke(app, ["run", str(ROOT / "agents/venus-tiny"), "--quiet", "--set", broken,
+                              "--out", str(tmp_path / "out")])
+    assert res.exit_code == 1
+    assert "stage score_data failed" in res.output and "missing" in res.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["status"] == "FAILURE"
+
+
+def test_run_rejects_a_bad_spec_before_running(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["run", str(ROOT / "agents/venus-tiny"), "--set", "mid_train.lr=-1",
+                              "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "mid_train.lr" in res.output and not (tmp_path / "o").exists()
 
 
 def test_data_synth_command(tmp_path: Path) -> None:
