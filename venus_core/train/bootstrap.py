@@ -38,11 +38,14 @@ class Stage:
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
-    Stage(0, "grounding", 1000, 250, GROUNDING_ONLY),
-    Stage(1, "grounding", 3000, 1800, GROUNDING_ONLY),
-    Stage(2, "grounding", 3000, 1000, GROUNDING_ONLY),
+    Stage(0, "grounding", 2000, 250, GROUNDING_ONLY),
+    Stage(1, "grounding", 8000, 1800, GROUNDING_ONLY),
+    Stage(2, "grounding", 6000, 1000, GROUNDING_ONLY),
     Stage(3, "mixture", 1200, 120, None),
 )
+"""About 2–4 passes over each stage's data at batch 16. Measured: 45 passes over 384 level-0
+records gave answer loss 0.55 on them and 2.28 on unseen screens (and chance-level hits), so data
+must grow with steps; synthesis costs ~35 ms CPU per record (~10 CPU-minutes for these 17 200)."""
 
 
 def with_steps(stages: tuple[Stage, ...], steps: list[int]) -> tuple[Stage, ...]:
@@ -115,7 +118,9 @@ def bootstrap(
         result = train_sft(model, processor, corpus, st.mixture or spec.data.mixture, cfg, env,
                            ckpt_dir=work / f"ckpt-level{st.level}-{st.kind}", tracker=stage_tracker, eval_limit=eval_limit)
         offset += st.steps
+        train_size = sum(len(v) for v in corpus.train.values())
         entry = {"level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
+                 "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
                  "held_out": rates_to_dict(result.rates), "mixture": result.mixture,
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),
                  "train_cpu_s": round(result.cpu_s, 1), "stage_cpu_s": round(time.process_time() - c0, 1)}
