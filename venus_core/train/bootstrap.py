@@ -64,6 +64,16 @@ def scaled(stages: tuple[Stage, ...], scale: float) -> tuple[Stage, ...]:
                  for s in stages)
 
 
+
+def _write_json(path: Path, obj: Any) -> None:
+    """Write JSON via a temp file and a rename (a reader never sees half a report)."""
+    import json
+    import os
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
 def bootstrap(
     out_dir: str | Path,
     spec: AgentSpec,
@@ -81,7 +91,6 @@ def bootstrap(
     """
     from venus_core.data.synth import synthesize
     from venus_core.models.loading import load_model, save_model
-    from venus_core.runtime.common import write_json_atomic
     from venus_core.train.data import load_corpus
     from venus_core.train.distributed import DistEnv
     from venus_core.train.evaluate import rates_to_dict
@@ -125,11 +134,11 @@ def bootstrap(
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),
                  "train_cpu_s": round(result.cpu_s, 1), "stage_cpu_s": round(time.process_time() - c0, 1)}
         report["stages"].append(entry)
-        write_json_atomic(work / "bootstrap_progress.json", report)
+        _write_json(work / "bootstrap_progress.json", report)
     report["wall_s"] = round(time.perf_counter() - t_wall, 1)
     report["cpu_s"] = round(time.process_time() - t_cpu, 1)
     save_model(model, processor, out)
-    write_json_atomic(out / "bootstrap_report.json", report)
+    _write_json(out / "bootstrap_report.json", report)
     return report
 
 
