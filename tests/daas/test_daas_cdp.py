@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_stack
+from daas_helpers import make_stack
 
 from venus_core.daas import DeviceSpec
 from venus_core.daas.probes import probe_device

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import make_stack
+from daas_helpers import make_stack
 
 from venus_core.daas import DevicePool, DeviceSpec, HttpRegistry
 from venus_core.daas.probes import probe_device

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import make_stack
+from daas_helpers import make_stack
 
 from venus_core.daas import DeviceSpec, DeviceTimeout, GatewayUnavailable, UpstreamClosed
 from venus_core.daas.forward import handshake_line, open_tunnel_socket, split_addr
@@ -40,7 +40,7 @@ def test_device_that_stops_answering(echo_server, mute_server, stacks) -> None: 
 
 
 def test_upstream_killed_mid_stream(echo_server, stacks) -> None:  # type: ignore[no-untyped-def]
-    from conftest import tcp_server
+    from daas_helpers import tcp_server
 
     other = tcp_server("echo")
     try:

@@ -10,7 +10,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import SECRET, Stack, make_stack
+from daas_helpers import SECRET, Stack, make_stack
 
 from venus_core.daas import (
     Claims,

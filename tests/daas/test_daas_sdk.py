@@ -8,7 +8,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import make_stack
+from daas_helpers import make_stack
 
 from venus_core.daas import (
     DevicePool,

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import Build, canon
+from data_helpers import Build, canon
 
 from venus_core.data import (
     GroundingSample,

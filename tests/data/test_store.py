@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import Build
+from data_helpers import Build
 from PIL import Image
 
 from venus_core.data import DatasetReader, DatasetWriter, ImageError, load_manifest

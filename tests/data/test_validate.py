@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Build, canon
+from data_helpers import Build, canon
 from typer.testing import CliRunner
 
 from venus_core.cli.data_cmd import data_app

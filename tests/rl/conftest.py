@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
-from venus_core.config.registry import REWARDS
-from venus_core.config.spec import ModelSpec, RewardSpec
-from venus_core.rewards.base import RewardResult
+from venus_core.config.spec import ModelSpec
 
-LENGTH_REWARD = "rl_test_length"
-
-
-def _length_reward(completion: str, reference: Mapping[str, Any], params: RewardSpec, progress: float = 0.0) -> RewardResult:
-    """Test-only reward with variance even for an untrained model: shorter answers score higher."""
-    return RewardResult(1.0 / (1.0 + len(completion)), {"short": float(len(completion) < 8)}, parsed=bool(completion))
-
-
-if LENGTH_REWARD not in REWARDS:
-    REWARDS.register(LENGTH_REWARD, _length_reward)
+import rl_helpers  # noqa: E402,F401 - registers the test-only reward
 
 
 @pytest.fixture(scope="session")

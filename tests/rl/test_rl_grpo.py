@@ -15,7 +15,7 @@ from venus_core.rl.grpo import OfflineGRPO, vision_tower
 from venus_core.rl.prompts import grounding_item
 from venus_core.train.tracker import MemoryTracker
 
-from conftest import LENGTH_REWARD
+from rl_helpers import LENGTH_REWARD
 
 EXPECTED = {
     "reward/mean", "reward/std", "reward/short/mean", "reward/short/std", "advantage/mean", "advantage/std",

@@ -20,7 +20,7 @@ from venus_core.rl.prompts import grounding_item
 from venus_core.rl.rollout import sample_groups
 from venus_core.train.tracker import MemoryTracker
 
-from conftest import LENGTH_REWARD
+from rl_helpers import LENGTH_REWARD
 
 
 def _mean_length(model, proc, items) -> float:  # type: ignore[no-untyped-def]

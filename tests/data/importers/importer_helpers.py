@@ -1,6 +1,6 @@
 """Builders of tiny source trees in the real public formats, and of hostile inputs.
 
-Not a conftest.py: tests/data/conftest.py is imported by name (`from conftest import Build`), and a
+Not a conftest.py: helpers shared through conftest.py are imported by name, and a
 second conftest module below it would shadow that name. Test modules import the fixtures from here.
 
 Images are made with PIL at test time; `bomb_png` writes a valid PNG *header* that claims a huge
