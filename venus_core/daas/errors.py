@@ -99,6 +99,18 @@ class NoDeviceAvailable(LeaseError):
     code = "no_device"
 
 
+class PoolError(DaasError):
+    """The device pool could not create, find or delete the pods behind its devices."""
+
+    code = "pool"
+
+
+class DeviceNotReady(PoolError):
+    """Device pods did not become ready within the timeout (they are deleted, not leaked)."""
+
+    code = "not_ready"
+
+
 _BY_CODE: dict[str, type[DaasError]] = {
     c.code: c
     for c in (
@@ -117,6 +129,8 @@ _BY_CODE: dict[str, type[DaasError]] = {
         LeaseError,
         LeaseExpired,
         NoDeviceAvailable,
+        PoolError,
+        DeviceNotReady,
     )
 }
 

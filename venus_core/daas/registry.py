@@ -8,6 +8,11 @@ quarantines it, and quarantined devices are re-probed every `recheck_after` seco
 the pool once they answer. Ending a lease for any reason calls the `on_end` hooks (a gateway
 running in process closes the lease's open sessions there).
 
+Devices can come and go while the registry runs (`add_device` / `remove_device`): the Kubernetes
+device pool (`pool`) adds a device when its pod turns ready and removes it when the pod is deleted
+or fails; removing a leased device ends the lease, and the holder's next heartbeat or call gets
+`LeaseExpired` naming the reason.
+
 Each grant carries an HMAC token (see `tokens`) and the address of the gateway shard that owns the
 device's group (see `routing.shard_of`). The registry is in process and thread-safe; `lease_http`
 serves it over HTTP on loopback with the same methods.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import OrderedDict
 import secrets
 import threading
 import time
@@ -30,6 +36,7 @@ from venus_core.daas.routing import DeviceSpec, shard_of
 from venus_core.daas.tokens import Claims, TokenSigner
 
 log = logging.getLogger(__name__)
+ENDED_MEMORY = 4096  # why recently ended leases ended, for the holder's error message
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,7 @@ class LeaseRegistry:
         self._leases: dict[str, _Lease] = {}
         self._held: dict[str, str] = {}  # device id -> lease id
         self._quarantine: dict[str, _Quarantine] = {}
+        self._ended: OrderedDict[str, str] = OrderedDict()
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         self._stop = threading.Event()
@@ -149,6 +157,8 @@ class LeaseRegistry:
             finally:
                 self._cond.acquire()
                 del self._held[dev.id]
+            if dev.id not in self.devices:  # removed (its pod went away) while being probed
+                continue
             if reason is not None:
                 self._quarantine_locked(dev.id, f"probe failed: {reason}")
                 continue
@@ -199,7 +209,10 @@ class LeaseRegistry:
     def _live(self, lease_id: str, client: str) -> _Lease:
         lease = self._leases.get(lease_id)
         if lease is None or lease.client != client:
-            raise LeaseExpired(f"lease {lease_id} is not held by {client}")
+            why = self._ended.get(lease_id)
+            raise LeaseExpired(
+                f"lease {lease_id} is not held by {client}" + (f" (ended: {why})" if why else "")
+            )
         return lease
 
     def heartbeat(self, lease_id: str, client: str) -> Grant:
@@ -228,10 +241,52 @@ class LeaseRegistry:
         self.report_failure(lease_id, client, reason)
         return self.lease(client, old.device.kind, 1, old.labels, wait=wait)[0]
 
+    # -- devices that come and go -------------------------------------------------------------
+    def add_device(self, device: DeviceSpec) -> None:
+        """Make a new device leasable (waiting `lease` calls see it at once)."""
+        with self._cond:
+            if device.id in self.devices:
+                raise ValueError(f"device {device.id!r} is already registered")
+            self.devices[device.id] = device
+            self._cond.notify_all()
+        log.info("device %s (%s, group %s) added at %s", device.id, device.kind, device.group,
+                 device.endpoint)
+
+    def remove_device(self, device_id: str, reason: str) -> str | None:
+        """Forget a device; a lease on it ends (its holder gets `LeaseExpired` with `reason`).
+
+        Returns the id of the lease that was ended, if any."""
+        with self._cond:
+            if device_id not in self.devices:
+                raise UnknownDevice(f"unknown device {device_id!r}")
+            held = self._held.get(device_id)
+            ended = None
+            if held is not None and held in self._leases:
+                self._end_locked(held, f"device removed: {reason}")
+                ended = held
+            del self.devices[device_id]
+            self._quarantine.pop(device_id, None)
+        log.info("device %s removed: %s", device_id, reason)
+        return ended
+
+    def holders(self) -> dict[str, tuple[str, str]]:
+        """device id -> (lease id, client) for every leased device."""
+        with self._cond:
+            return {lz.device.id: (lz.id, lz.client) for lz in self._leases.values()}
+
+    def quarantined_for(self) -> dict[str, float]:
+        """device id -> seconds it has been in quarantine."""
+        now = time.monotonic()
+        with self._cond:
+            return {d: now - q.since for d, q in self._quarantine.items()}
+
     # -- bookkeeping ---------------------------------------------------------------------------
     def _end_locked(self, lease_id: str, why: str) -> None:
         lease = self._leases.pop(lease_id)
         del self._held[lease.device.id]
+        self._ended[lease_id] = why
+        while len(self._ended) > ENDED_MEMORY:
+            self._ended.popitem(last=False)
         log.info("lease %s (%s on %s) ended: %s", lease_id, lease.client, lease.device.id, why)
         self._cond.notify_all()
         for hook in self.on_end:
@@ -254,7 +309,10 @@ class LeaseRegistry:
                 self._end_locked(lease.id, "TTL expired (no heartbeat)")
             due = [d for d, q in self._quarantine.items() if q.recheck_at <= now]
         for dev_id in due:
-            reason = self.probe(self.devices[dev_id]) if self.probe is not None else None
+            dev = self.devices.get(dev_id)
+            if dev is None:  # removed meanwhile
+                continue
+            reason = self.probe(dev) if self.probe is not None else None
             with self._cond:
                 if reason is None:
                     log.info("device %s back from quarantine", dev_id)

@@ -154,6 +154,7 @@ class DeviceTable:
             raise ValueError(f"shard index {shard} not in [0, {n_shards})")
         self.shard = shard
         self.n_shards = n_shards
+        self._max_upstream = max_upstream
         self.devices = {d.id: d for d in devices}
         if len(self.devices) != len(devices):
             raise ValueError("duplicate device ids in device table")
@@ -165,3 +166,20 @@ class DeviceTable:
 
     def owns(self, device_id: str) -> bool:
         return device_id in self.pools
+
+    def add(self, device: DeviceSpec) -> bool:
+        """Route to a device that appeared (a pool pod became ready); True if this shard owns it.
+
+        Single dict assignments, so a gateway's event loop can read the table while another
+        thread (the device pool controller) changes it."""
+        if device.id in self.devices:
+            raise ValueError(f"device {device.id!r} is already in the table")
+        if shard_of(device.group, self.n_shards) == self.shard:
+            self.pools[device.id] = UpstreamPool(device, self._max_upstream)
+        self.devices[device.id] = device
+        return device.id in self.pools
+
+    def remove(self, device_id: str) -> None:
+        """Stop routing to a device (its pod is gone); open sessions keep their own pool object."""
+        self.devices.pop(device_id, None)
+        self.pools.pop(device_id, None)
