@@ -8,7 +8,9 @@ Python environment (the project must be installed in it); kfp-kubernetes setting
 What kfp.local does not give, this module adds: a per-stage summary (status, seconds, output
 paths, the metrics each component logged) read from the task log and the run directory under
 `OUT/kfp`, and a fail-fast error that names the failing stage and quotes the end of its log
-(kfp.local itself only says which task failed). Caveats of kfp.local that shape the pipeline:
+(kfp.local itself only says which task failed). With an MLflow store configured (the spec's
+`platform.tracking_uri` or `$MLFLOW_TRACKING_URI`) it also opens the pipeline's parent run, which
+every stage nests under, and closes it with the run's status. Caveats of kfp.local that shape the pipeline:
 independent sibling tasks run one after another (the three offline_rl tasks run sequentially
 here), and kfp-kubernetes settings have no effect.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 import time
@@ -146,6 +149,57 @@ def _run_dir(root: Path, before: set[Path]) -> Path | None:
     return max(new, key=lambda p: p.stat().st_mtime) if new else None
 
 
+class _ParentRun:
+    """The MLflow parent run of a local pipeline run; its id and the store go to the stage
+    subprocesses as `$VENUS_PARENT_RUN_ID` / `$MLFLOW_TRACKING_URI` (absolute, so every stage and
+    `venus ui` from this directory open the same store). Inert when tracking is off."""
+
+    def __init__(self, spec: Any) -> None:
+        from venus_core.runtime.tracking import resolve_tracking_uri
+
+        self.spec = spec
+        self.uri = resolve_tracking_uri(spec)
+        self.client: Any = None
+        self.run_id: str | None = None
+        if self.uri is None:
+            return
+        from venus_core.io.tracking import make_client, start_pipeline_run
+
+        self.client = make_client(self.uri)
+        self.run_id = start_pipeline_run(spec, client=self.client)
+
+    @contextlib.contextmanager
+    def exported(self) -> Any:
+        from venus_core.runtime.tracking import PARENT_ENV, TRACKING_ENV
+
+        if self.run_id is None:
+            yield
+            return
+        saved = {k: os.environ.get(k) for k in (PARENT_ENV, TRACKING_ENV)}
+        os.environ[PARENT_ENV], os.environ[TRACKING_ENV] = self.run_id, str(self.uri)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def finish(self, summary: dict[str, Any], path: Path) -> dict[str, Any] | None:
+        """Close the parent run with the pipeline's status; where it is, for the summary."""
+        if self.run_id is None:
+            return None
+        ok = summary["status"] == "SUCCESS"
+        self.client.log_metric(self.run_id, "pipeline_seconds", float(summary["seconds"]))
+        self.client.log_dict(self.run_id, summary, path.name)
+        self.client.set_terminated(self.run_id, status="FINISHED" if ok else "FAILED")
+        exp = self.client.get_run(self.run_id).info.experiment_id
+        return {"tracking_uri": self.uri, "experiment": self.spec.platform.experiment, "experiment_id": exp,
+                "run_id": self.run_id, "ui": f"venus ui --tracking-uri {self.uri}",
+                "run_page": f"#/experiments/{exp}/runs/{self.run_id}"}
+
+
 def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, *,
               echo: TextIO | None = sys.stdout) -> dict[str, Any]:
     """Run the agent's pipeline locally into `out`; return (and write `out/summary.json`) the summary.
@@ -157,6 +211,7 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
     spec = load_spec(spec_path, overrides)
     pipeline = build_pipeline(spec)
     out = Path(out).resolve()
+    tracking = _ParentRun(spec)
     root = out / "kfp"
     root.mkdir(parents=True, exist_ok=True)
     before = {p for p in root.iterdir()}
@@ -168,7 +223,7 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
         # kfp.local warns that display names and the base image have no effect in a subprocess.
         warnings.filterwarnings("ignore", module=r"kfp\.local\..*")
         try:
-            with contextlib.redirect_stdout(log):
+            with contextlib.redirect_stdout(log), tracking.exported():
                 pipeline()
         except RuntimeError as exc:
             error = _ANSI.sub("", str(exc))
@@ -183,6 +238,7 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
         "seconds": round(time.perf_counter() - t0, 2),
         "stages": summarize(log, run_dir),
     }
+    summary["mlflow"] = tracking.finish(summary, out / "summary.json")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if error is not None:
         failed = log.running()

@@ -58,6 +58,12 @@ def run(
     if reports:
         out_console.print(f"evaluation report (open in a browser): {reports[-1]}")
     out_console.print("metrics per stage: metrics.jsonl beside each stage's outputs")
+    ml = summary.get("mlflow")
+    if ml:
+        out_console.print(f"MLflow: run {ml['run_id']} (experiment {ml['experiment']}) in {ml['tracking_uri']}")
+        out_console.print(f"  open it: {ml['ui']}  ->  http://127.0.0.1:5000/{ml['run_page']}")
+    else:
+        out_console.print("MLflow: off (platform.tracking_uri / $MLFLOW_TRACKING_URI is 'none')")
 
 
 def register(app: typer.Typer) -> None:

@@ -24,6 +24,7 @@ passes an MLflow-backed tracker to `run`).
 from __future__ import annotations
 
 import gc
+import json
 import os
 import re
 import sys
@@ -38,6 +39,7 @@ from venus_core.eval.online_sim import parse_target
 from venus_core.eval.report import HEADLINE, write_report
 from venus_core.eval.results import EvalResult
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.tracking import KFP_RUN_ENV, finish_parent, job_tracking
 from venus_core.train.tracker import JsonlTracker, Tracker
 
 JOB = "evaluate"
@@ -144,7 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     spec = load_job_spec(args)
     suites = resolve_suites(args.data, spec.eval.suites, args.limit, args.online)
-    run(spec, args.model, suites, Path(args.out), base_url=args.base_url, viewer=args.viewer)
+    out = Path(args.out)
+    with job_tracking(JOB, spec, out) as tracker:
+        run(spec, args.model, suites, out, base_url=args.base_url, viewer=args.viewer, tracker=tracker)
+        tracker.record_provenance(json.loads((out / "provenance.json").read_text(encoding="utf-8")))
+        if os.environ.get(KFP_RUN_ENV):  # on a cluster the last stage closes the pipeline's parent run
+            finish_parent(tracker)
     return 0
 
 

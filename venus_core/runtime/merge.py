@@ -22,6 +22,7 @@ from venus_core.config import AgentSpec
 from venus_core.config.registry import registry
 from venus_core.merge import MergeConfig, PartPolicy, merge_checkpoints
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.tracking import job_tracking, register_merged
 from venus_core.train.tracker import JsonlTracker, Tracker
 
 JOB = "merge"
@@ -121,7 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = load_job_spec(args)
     names, dirs = parse_models(args.model, spec)
     out = Path(args.out)
-    report = run_merge(spec, Path(args.base), names, dirs, out, candidates=args.candidates)
+    with job_tracking(JOB, spec, out, tags={"venus.merge_method": spec.merge.method}) as tracker:
+        report = run_merge(spec, Path(args.base), names, dirs, out, candidates=args.candidates, tracker=tracker)
+        tracker.record_provenance(report["provenance"])
+        version = register_merged(tracker, spec, out / "model", {
+            "merge_method": spec.merge.method, "specialists": report["specialists"], "base": str(args.base)})
+    if version is not None:
+        print(f"registered model {spec.name} version {version}")
     for method, r in report["methods"].items():
         print(f"{method}: {r['path']} ({r['seconds']}s)")
     return 0

@@ -1,10 +1,12 @@
 """Runtime job: mid-training (SFT on the domain mixture) of the agent's base model.
 
     python -m venus_core.runtime.mid_train --spec AGENT --data DIR [--data DIR ...] --out DIR
-        [--resume] [--set k=v ...]
+        [--resume] [--checkpoints DIR] [--set k=v ...]
 
 Runs as one process, or under `torchrun --nproc_per_node N` (DDP). Writes OUT/model (HF checkpoint,
-safetensors), OUT/checkpoints (resumable, atomic), OUT/metrics.jsonl (JsonlTracker) and
+safetensors), OUT/checkpoints or --checkpoints DIR (resumable, atomic; on a cluster a PVC, so a
+restarted pod resumes), OUT/metrics.jsonl (also an MLflow run when a store is configured,
+runtime.tracking) and
 OUT/report.json (provenance, held-out rates with 95 % intervals before and after training, the
 mixture actually drawn, data sizes, wall and CPU time).
 """
@@ -12,18 +14,23 @@ mixture actually drawn, data sizes, wall and CPU time).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.tracking import TeeTracker, job_tracking
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = job_parser("mid_train", "Mid-training: SFT on the domain mixture")
     p.add_argument("--data", action="append", required=True, help="Venus dataset directory (repeatable)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/latest")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument("--checkpoints", default=None, metavar="DIR",
+                   help="checkpoint directory (default OUT/checkpoints); when given, a checkpoint already there "
+                        "is resumed without --resume (a restarted pod on the same PVC continues where it stopped)")
     p.add_argument("--eval-limit", type=int, default=None, help="held-out samples per domain (default: eval.held_out)")
     p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N, as a kill would
     args = p.parse_args(argv)
@@ -37,11 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from venus_core.train.distributed import setup, teardown
     from venus_core.train.evaluate import rates_to_dict
     from venus_core.train.sft import train_sft
-    from venus_core.train.tracker import JsonlTracker, NullTracker
+    from venus_core.train.tracker import NullTracker
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = Path(args.checkpoints) if args.checkpoints else out / "checkpoints"
+    resume = args.resume or (args.checkpoints is not None and (ckpt_dir / "latest").is_file())
     env = setup(spec.mid_train)
+    stack = contextlib.ExitStack()
     try:
         if env.is_main:
             model, processor = load_base(spec.model, out, "cpu")
@@ -50,16 +60,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             model, processor = load_base(spec.model, out, "cpu")
         corpus = load_corpus(args.data, validation_fraction=spec.data.validation_fraction,
                              history_len=spec.data.history_len, seed=spec.data.seed)
-        tracker = JsonlTracker(out / "metrics.jsonl") if env.is_main else NullTracker()
+        tracker = stack.enter_context(job_tracking("mid_train", spec, out)) if env.is_main else NullTracker()
+        if resume and env.is_main:
+            print(f"[mid_train] resuming from {ckpt_dir / 'latest'}", file=sys.stderr)
         limit = args.eval_limit if args.eval_limit is not None else spec.eval.held_out
         t0 = time.perf_counter()
         before = None
-        if env.is_main and not (args.resume and (out / "checkpoints" / "latest").is_file()):
+        if env.is_main and not (resume and (ckpt_dir / "latest").is_file()):
             from venus_core.train.evaluate import evaluate_held_out
 
             before = rates_to_dict(evaluate_held_out(model, processor, corpus.held_out, limit=limit))
         result = train_sft(model, processor, corpus, spec.data.mixture, spec.mid_train, env,
-                           ckpt_dir=out / "checkpoints", tracker=tracker, resume=args.resume,
+                           ckpt_dir=ckpt_dir, tracker=tracker, resume=resume,
                            stop_at=args.stop_at, eval_limit=limit)
         from venus_core.train.ds_backend import full_weights
 
@@ -86,7 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             write_json_atomic(out / "report.json", report)
             tracker.log_artifact(out / "model", "model")
-            tracker.log_artifact(out / "report.json", "report")
+            tracker.log_artifact(out / "report.json", "report.json")
+            if isinstance(tracker, TeeTracker):
+                tracker.record_provenance(report)
+    except BaseException:
+        stack.__exit__(*sys.exc_info())
+        raise
+    else:
+        stack.close()
     finally:
         teardown()
     return 0

@@ -31,6 +31,7 @@ from venus_core.config import AgentSpec
 from venus_core.data.schema import GroundingSample, NavigationStep
 from venus_core.data.store import DatasetReader
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.tracking import job_tracking
 from venus_core.train.tracker import JsonlTracker, Tracker
 
 JOB = "offline_rl"
@@ -185,7 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--eval-data", action="append", default=[], help="held-out dataset directory (repeatable)")
     args = p.parse_args(argv)
     spec = load_job_spec(args)
-    report = run(spec, args.domain, args.model, args.data, Path(args.out), eval_data=args.eval_data)
+    out = Path(args.out)
+    with job_tracking(JOB, spec, out, section=f"offline_rl.{args.domain}",
+                      tags={"venus.domain": args.domain}) as tracker:
+        report = run(spec, args.domain, args.model, args.data, out, eval_data=args.eval_data, tracker=tracker)
+        tracker.record_provenance(report["provenance"])
     if "skipped" in report:
         print(report["skipped"])
         return 0

@@ -3,7 +3,9 @@
     python -m venus_core.runtime.score_data --spec AGENT [--data DIR ...] --out DIR [--set k=v ...]
 
 Without --data the spec's data sources are materialised first (synthetic sources generated into
-OUT/sources/<name>, local `venus` datasets read in place); with --data each directory is one source
+OUT/sources/<name>, local `venus` datasets read in place, `s3://bucket/prefix` datasets published
+through `venus_core.io.storage` fetched into OUT/remote/<name> first: resumable, every file's
+sha256 checked, so a restarted pod only downloads what is missing); with --data each directory is one source
 named after the directory. Writes the stage layout of `venus_core.scoring.stage` under OUT plus
 OUT/report.json (provenance, per-source cleaning and scoring reports, the bucket table, the
 mixture summary) and prints the bucket table. Exit status 1 on a dataset that fails validation
@@ -16,8 +18,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from venus_core.config.spec import DataSourceSpec
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.tracking import job_tracking
+
+REMOTE_SCHEMES = ("s3://",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,36 +45,71 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from venus_core.data.build import build_source
     from venus_core.data.clean import CleanOptions
+    from venus_core.io.storage import StorageError
     from venus_core.scoring.stage import run_data_stage
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    fetched: dict[str, dict[str, object]] = {}
     if args.data:
         inputs = [(Path(d).name, Path(d)) for d in args.data]
     else:
-        inputs = [(s.name, build_source(s, out / "sources")[0]) for s in spec.data.sources]
+        inputs = []
+        for source in spec.data.sources:
+            if source.uri and source.uri.startswith(REMOTE_SCHEMES):
+                try:
+                    source, fetched[source.name] = fetch_source(source, out / "remote")
+                except (StorageError, OSError, ValueError) as exc:
+                    print(f"score_data: error: source {source.name!r}: {exc}", file=sys.stderr)
+                    return 1
+            inputs.append((source.name, build_source(source, out / "sources")[0]))
     clean = (
         CleanOptions()
         if args.clean_steps is None
         else CleanOptions(steps=[s.strip() for s in args.clean_steps.split(",") if s.strip()])
     )
-    try:
-        judge_options = {"tiny_dir": out / "judge_model"} if spec.scoring.judge == "local" else {}
-        summary = run_data_stage(spec, inputs, out, clean=clean, log=lambda m: print(m, flush=True),
-                                 judge_options=judge_options)
-    except (ValueError, RuntimeError, FileNotFoundError) as exc:
-        print(f"score_data: error: {exc}", file=sys.stderr)
-        return 1
-    write_json_atomic(
-        out / "report.json",
-        {
-            **provenance("score_data", spec, [p for _, p in inputs]),
-            **summary,
-            "wall_s": round(time.perf_counter() - t0, 1),
-        },
-    )
+    with job_tracking("score_data", spec, out) as tracker:
+        try:
+            judge_options = {"tiny_dir": out / "judge_model"} if spec.scoring.judge == "local" else {}
+            summary = run_data_stage(spec, inputs, out, clean=clean, log=lambda m: print(m, flush=True),
+                                     judge_options=judge_options)
+        except (ValueError, RuntimeError, FileNotFoundError) as exc:
+            print(f"score_data: error: {exc}", file=sys.stderr)
+            tracker.set_tags({"venus.error": str(exc)[:5000]})
+            return 1
+        prov = provenance("score_data", spec, [p for _, p in inputs])
+        for item in prov["inputs"]:  # a fetched source is known by its remote URI; the local copy is a cache
+            remote = next((f for f in fetched.values() if f["local"] == item["uri"]), None)
+            if remote is not None:
+                item["fetched_from"] = remote["uri"]
+        report = {**prov, **summary, "fetched": fetched, "wall_s": round(time.perf_counter() - t0, 1)}
+        write_json_atomic(out / "report.json", report)
+        tracker.log_metrics(_metrics(report), step=0)
+        tracker.log_artifact(out / "report.json", "report.json")
+        tracker.record_provenance(prov)
     return 0
+
+
+def _metrics(report: dict[str, Any]) -> dict[str, float]:
+    mixture = report.get("mixture") or {}
+    out = {f"mixture_{split}_records": float(mixture[split]) for split in ("train", "validation") if split in mixture}
+    out.update({f"selected_{d}": float(n) for d, n in (mixture.get("selected_by_domain") or {}).items()})
+    out["wall_s"] = float(report["wall_s"])
+    return out
+
+
+def fetch_source(source: DataSourceSpec, root: Path) -> tuple[DataSourceSpec, dict[str, object]]:
+    """Download an object-store source to `root/<name>` (resumable, sha256-checked); the source now points there."""
+    from venus_core.io.storage.fetch import fetch_dir
+
+    assert source.uri is not None
+    t0 = time.perf_counter()
+    report = fetch_dir(source.uri, root / source.name)
+    info = {**report.to_dict(), "seconds": round(time.perf_counter() - t0, 2)}
+    print(f"[score_data] {source.name}: {source.uri} -> {report.local} ({len(report.downloaded)} downloaded, "
+          f"{len(report.reused)} reused{', up to date' if report.up_to_date else ''})", flush=True)
+    return source.model_copy(update={"uri": str(report.local)}), info
 
 
 if __name__ == "__main__":
