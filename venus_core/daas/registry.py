@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import OrderedDict
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Self

@@ -1,0 +1,248 @@
+"""Device pods on Kubernetes: the `PodBackend` of `venus_core.daas.pool`, over the official client.
+
+Why here: the controller logic is an algorithm (`venus_core.daas.pool`) and must not import the
+`kubernetes` client; this module is the edge that does, and it imports nothing from the algorithm
+packages (the controller duck-types `KubePodBackend` and `DevicePod`).
+
+Pods are built from the pod templates of the StatefulSets in `manifests/base/device-pool.yaml`
+(`android-emulator` -> kind "android", port `adb`; `browser` -> kind "web", port `cdp`), so the
+cluster manifests and the elastic pool share one definition of an emulator or browser pod.
+Departures from those StatefulSets, on purpose:
+- pods are bare (no controller owns them) and named by the pool (`venus-<kind>-<pool>-<hex>`);
+  the pool deletes them one by one, which a StatefulSet (always its highest ordinal) cannot;
+- the template's `app.kubernetes.io/name` label gets a `-pool` suffix: a pod matching the
+  StatefulSet's selector would be adopted (and possibly deleted) by the StatefulSet controller;
+- bookkeeping lives on the pod: labels `app.kubernetes.io/managed-by=venus-device-pool`,
+  `venus.dev/pool`, `venus.dev/device-kind`, the device labels as `device.venus.dev/<key>`, the
+  lease as `venus.dev/lease` / `venus.dev/client`; annotations `venus.dev/created-at` and
+  `venus.dev/heartbeat` (epoch seconds; stamped by the controller, read by orphan GC).
+
+Label selectors are sent to the API server AND re-checked here: a fake API server (kmock, in the
+tests) ignores them, and re-checking costs nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+
+MANAGED_BY = "venus-device-pool"
+L_MANAGED = "app.kubernetes.io/managed-by"
+L_POOL = "venus.dev/pool"
+L_KIND = "venus.dev/device-kind"
+L_GROUP = "venus.dev/group"
+L_LEASE = "venus.dev/lease"
+L_CLIENT = "venus.dev/client"
+DEVICE_LABEL_PREFIX = "device.venus.dev/"
+A_CREATED = "venus.dev/created-at"
+A_HEARTBEAT = "venus.dev/heartbeat"
+TEMPLATES = {"android": ("android-emulator", "adb"), "web": ("browser", "cdp")}
+"""pool kind -> (StatefulSet in device-pool.yaml, name of the device's container port)."""
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "base" / "device-pool.yaml"
+
+
+class PodAPIError(RuntimeError):
+    """The Kubernetes API refused or did not answer a device-pod request."""
+
+
+@dataclass
+class PodTemplate:
+    kind: str
+    source: str  # "file: StatefulSet name", for error messages
+    template: dict[str, Any]  # the StatefulSet's spec.template (metadata + spec)
+    port: int
+
+    def pod(self, name: str, namespace: str, labels: dict[str, str],
+            annotations: dict[str, str]) -> dict[str, Any]:
+        tpl = copy.deepcopy(self.template)
+        meta = tpl.get("metadata") or {}
+        tpl_labels = dict(meta.get("labels") or {})
+        if "app.kubernetes.io/name" in tpl_labels:
+            tpl_labels["app.kubernetes.io/name"] += "-pool"
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {**tpl_labels, **labels},
+                "annotations": {**(meta.get("annotations") or {}), **annotations},
+            },
+            "spec": tpl["spec"],
+        }
+
+
+def _container_port(spec: dict[str, Any], port_name: str, where: str) -> int:
+    for c in spec.get("containers") or []:
+        for p in c.get("ports") or []:
+            if p.get("name") == port_name:
+                return int(p["containerPort"])
+    raise ValueError(f"{where}: no container port named {port_name!r}")
+
+
+def load_templates(path: Path = DEFAULT_MANIFEST) -> dict[str, PodTemplate]:
+    """The pod templates of the device-pool StatefulSets in `path` (a multi-document YAML)."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    out: dict[str, PodTemplate] = {}
+    for kind, (sts_name, port_name) in TEMPLATES.items():
+        where = f"{path}: StatefulSet {sts_name}"
+        sts = next((d for d in docs if d.get("kind") == "StatefulSet"
+                    and (d.get("metadata") or {}).get("name") == sts_name), None)
+        if sts is None:
+            raise ValueError(f"{path}: no StatefulSet named {sts_name!r} (template of {kind} pods)")
+        tpl = (sts.get("spec") or {}).get("template")
+        if not isinstance(tpl, dict) or not isinstance(tpl.get("spec"), dict):
+            raise ValueError(f"{where}: field spec.template.spec is missing")
+        out[kind] = PodTemplate(kind, where, tpl, _container_port(tpl["spec"], port_name, where))
+    return out
+
+
+def core_api(host: str | None = None, kubeconfig: str | None = None,
+             context: str | None = None) -> client.CoreV1Api:
+    """A CoreV1Api: against `host` (no auth: a fake server), in-cluster, or from a kubeconfig."""
+    if host is not None:
+        return client.CoreV1Api(client.ApiClient(client.Configuration(host=host)))
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config(config_file=kubeconfig, context=context)
+    return client.CoreV1Api()
+
+
+@dataclass
+class DevicePod:
+    """One pool pod as the controller sees it (`venus_core.daas.pool.PodView`)."""
+
+    name: str
+    kind: str
+    ready: bool
+    deleting: bool
+    failed: bool
+    host: str | None
+    port: int | None
+    created: float
+    heartbeat: float
+    group: str
+    phase: str
+    lease: str | None = None
+    client: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _epoch(value: str | None, fallback: float) -> float:
+    try:
+        return float(value) if value else fallback
+    except ValueError:
+        return fallback
+
+
+class KubePodBackend:
+    """List / create / label / delete the pods of one device pool in one namespace."""
+
+    def __init__(self, api: client.CoreV1Api, namespace: str, pool: str,
+                 templates: dict[str, PodTemplate] | None = None,
+                 request_timeout: float = 10.0) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.pool = pool
+        self.templates = templates if templates is not None else load_templates()
+        self.request_timeout = request_timeout
+        self.selector = {L_MANAGED: MANAGED_BY, L_POOL: pool}
+
+    def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, _request_timeout=self.request_timeout, **kw)
+        except client.ApiException as exc:
+            raise PodAPIError(f"{what} in namespace {self.namespace}: HTTP {exc.status}"
+                              f" {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise PodAPIError(f"{what} in namespace {self.namespace}: {exc}") from exc
+
+    def _view(self, pod: client.V1Pod) -> DevicePod | None:
+        meta, status = pod.metadata, pod.status
+        labels = {k: v for k, v in (meta.labels or {}).items() if v is not None}
+        if any(labels.get(k) != v for k, v in self.selector.items()):
+            return None
+        kind = labels.get(L_KIND, "")
+        tpl = self.templates.get(kind)
+        ann = meta.annotations or {}
+        created = _epoch(ann.get(A_CREATED), meta.creation_timestamp.timestamp()
+                         if meta.creation_timestamp else 0.0)
+        phase = (status.phase if status else None) or "Pending"
+        ready = any(c.type == "Ready" and c.status == "True"
+                    for c in ((status.conditions if status else None) or []))
+        return DevicePod(
+            name=meta.name, kind=kind, ready=ready and phase == "Running",
+            deleting=meta.deletion_timestamp is not None,
+            failed=phase in ("Failed", "Succeeded") or tpl is None,
+            host=status.pod_ip if status else None, port=tpl.port if tpl else None,
+            created=created, heartbeat=_epoch(ann.get(A_HEARTBEAT), created),
+            group=labels.get(L_GROUP, self.pool), phase=phase,
+            lease=labels.get(L_LEASE), client=labels.get(L_CLIENT),
+            labels={k.removeprefix(DEVICE_LABEL_PREFIX): v for k, v in labels.items()
+                    if k.startswith(DEVICE_LABEL_PREFIX)},
+        )
+
+    def list_pods(self) -> list[DevicePod]:
+        sel = ",".join(f"{k}={v}" for k, v in self.selector.items())
+        pods = self._call("list pods", self.api.list_namespaced_pod, self.namespace,
+                          label_selector=sel)
+        return [v for p in pods.items if (v := self._view(p)) is not None]
+
+    def create_pod(self, kind: str, name: str, labels: dict[str, str], group: str) -> None:
+        tpl = self.templates.get(kind)
+        if tpl is None:
+            raise ValueError(f"no pod template for kind {kind!r} (have {sorted(self.templates)})")
+        now = f"{time.time():.3f}"
+        body = tpl.pod(
+            name, self.namespace,
+            {**self.selector, L_KIND: kind, L_GROUP: group,
+             **{DEVICE_LABEL_PREFIX + k: v for k, v in labels.items()}},
+            {A_CREATED: now, A_HEARTBEAT: now},
+        )
+        self._call(f"create pod {name}", self.api.create_namespaced_pod, self.namespace, body)
+
+    def delete_pod(self, name: str) -> bool:
+        """Delete `name`; False if it was already gone."""
+        try:
+            self.api.delete_namespaced_pod(name, self.namespace,
+                                           _request_timeout=self.request_timeout)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise PodAPIError(f"delete pod {name}: HTTP {exc.status} {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise PodAPIError(f"delete pod {name}: {exc}") from exc
+        return True
+
+    def _patch(self, name: str, body: dict[str, Any], what: str) -> bool:
+        """Patch pod `name`; False if it is gone (deleted since the last list)."""
+        try:
+            self.api.patch_namespaced_pod(name, self.namespace, body,
+                                          _request_timeout=self.request_timeout)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise PodAPIError(f"{what} {name}: HTTP {exc.status} {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise PodAPIError(f"{what} {name}: {exc}") from exc
+        return True
+
+    def mark_lease(self, name: str, lease: str | None, client_id: str | None) -> None:
+        """Set (or, with None, remove) the lease labels of pod `name`."""
+        self._patch(name, {"metadata": {"labels": {L_LEASE: lease, L_CLIENT: client_id}}},
+                    "label pod")
+
+    def stamp(self, names: Sequence[str]) -> None:
+        """Refresh the heartbeat annotation of the pods this controller owns."""
+        now = f"{time.time():.3f}"
+        for name in names:
+            self._patch(name, {"metadata": {"annotations": {A_HEARTBEAT: now}}}, "stamp pod")
