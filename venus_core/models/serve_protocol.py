@@ -1,0 +1,243 @@
+"""The OpenAI chat-completions request/response format for `venus serve`, without HTTP or torch.
+
+Why separate: validation is where a server earns trust — every bad request gets HTTP 400 with an
+OpenAI-style error body whose `param` names the offending field (`messages[0].content[1].image_url.url`),
+and this can be tested in milliseconds without a model. The subset accepted is what the platform
+sends and what vLLM accepts for Qwen-VL: system / user / assistant turns, text parts, images as
+base64 data URLs (no remote URLs: a training cluster's server should not fetch from the internet),
+`max_tokens` (or `max_completion_tokens`), `temperature`, `top_p`, `n`, `seed`, `stop`, and vLLM's
+`repetition_penalty` extra. Fields a transformers stand-in cannot honour (streaming, logprobs,
+tools, penalties other than 0) are rejected by name instead of being silently ignored; fields that
+do not change the output (`user`) are accepted. Departure from vLLM: `response_format` json_object
+is accepted but not enforced (no guided decoding); clients must parse strictly, as the judge does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+DEFAULT_MAX_TOKENS = 256
+MAX_IMAGE_BYTES = 32 << 20
+_DATA_URL = re.compile(r"data:(image/[A-Za-z0-9.+-]+)?(;[^,]*)?;base64,(.*)", re.DOTALL)
+_ACCEPTED = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "seed",
+             "stop", "stream", "repetition_penalty", "response_format", "user", "presence_penalty",
+             "frequency_penalty", "logprobs", "top_logprobs", "tools", "tool_choice"}
+
+
+class BadRequest(ValueError):
+    """A request the server refuses: HTTP `status`, the field at fault (`param`) and why."""
+
+    def __init__(self, param: str | None, message: str, status: int = 400, kind: str = "invalid_request_error") -> None:
+        super().__init__(f"{param}: {message}" if param else message)
+        self.param = param
+        self.message = message
+        self.status = status
+        self.kind = kind
+
+    def body(self) -> dict[str, Any]:
+        return error_body(str(self), self.param, self.kind, self.status)
+
+
+def error_body(message: str, param: str | None = None, kind: str = "invalid_request_error",
+               status: int = 400) -> dict[str, Any]:
+    """OpenAI-style error JSON: {"error": {"message", "type", "param", "code"}}."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings; requests with equal settings can share one `generate` batch."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    repetition_penalty: float
+    seed: int | None
+
+
+@dataclass
+class ChatRequest:
+    """A validated request: chats in the processor's format (PIL images), `n` samples of each."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    sampling: Sampling
+    n: int
+    stop: tuple[str, ...]
+
+
+def decode_data_url(url: Any, param: str) -> Image.Image:
+    """A base64 `data:image/...` URL -> RGB PIL image; BadRequest naming `param` otherwise."""
+    if not isinstance(url, str):
+        raise BadRequest(param, f"must be a string, got {type(url).__name__}")
+    m = _DATA_URL.fullmatch(url.strip())
+    if m is None:
+        head = url[:40] + ("…" if len(url) > 40 else "")
+        raise BadRequest(param, f"must be a base64 data URL (data:image/png;base64,...), got {head!r}")
+    if len(m.group(3)) > MAX_IMAGE_BYTES * 4 // 3 + 4:
+        raise BadRequest(param, f"image larger than {MAX_IMAGE_BYTES >> 20} MiB")
+    try:
+        raw = base64.b64decode(m.group(3), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BadRequest(param, f"invalid base64: {exc}") from None
+    try:
+        with Image.open(io.BytesIO(raw)) as img:
+            return img.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadRequest(param, f"not a readable image: {exc}") from None
+
+
+def _number(body: dict[str, Any], key: str, default: float, low: float, high: float, *,
+            low_open: bool = False) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadRequest(key, f"must be a number, got {value!r}")
+    if value < low or (low_open and value == low) or value > high:
+        side = "(" if low_open else "["
+        raise BadRequest(key, f"must be in {side}{low}, {high}], got {value}")
+    return float(value)
+
+
+def _integer(body: dict[str, Any], key: str, default: int | None, low: int, high: int) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(key, f"must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise BadRequest(key, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _content(content: Any, where: str) -> list[dict[str, Any]] | str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        raise BadRequest(where, "must be a string or a non-empty list of content parts")
+    parts: list[dict[str, Any]] = []
+    for j, part in enumerate(content):
+        here = f"{where}[{j}]"
+        if not isinstance(part, dict):
+            raise BadRequest(here, "must be an object with a 'type'")
+        kind = part.get("type")
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise BadRequest(f"{here}.text", "must be a string")
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url":
+            spec = part.get("image_url")
+            url = spec.get("url") if isinstance(spec, dict) else spec
+            parts.append({"type": "image", "image": decode_data_url(url, f"{here}.image_url.url")})
+        else:
+            raise BadRequest(f"{here}.type", f"must be 'text' or 'image_url', got {kind!r}")
+    return parts
+
+
+def parse_messages(messages: Any) -> list[dict[str, Any]]:
+    """OpenAI messages -> processor chat (images decoded); the last turn must be the user's."""
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages", "must be a non-empty list")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise BadRequest(where, "must be an object with 'role' and 'content'")
+        role = m.get("role")
+        if role not in ("system", "user", "assistant"):
+            raise BadRequest(f"{where}.role", f"must be system, user or assistant, got {role!r}")
+        if "content" not in m:
+            raise BadRequest(f"{where}.content", "is required")
+        content = _content(m["content"], f"{where}.content")
+        if role != "user" and not isinstance(content, str) and any(p["type"] == "image" for p in content):
+            raise BadRequest(f"{where}.content", f"images are only accepted in user turns, not {role}")
+        out.append({"role": role, "content": content})
+    if out[-1]["role"] != "user":
+        raise BadRequest(f"messages[{len(out) - 1}].role", "the last message must be the user's")
+    return out
+
+
+def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: int = 4096) -> ChatRequest:
+    """Validate a chat-completions body; BadRequest (400, or 404 for an unknown model) names the field."""
+    if not isinstance(body, dict):
+        raise BadRequest(None, f"request body must be a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - _ACCEPTED)
+    if unknown:
+        raise BadRequest(unknown[0], "unknown field (not supported by this server)")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("model", "is required (a string)")
+    if model != served:
+        raise BadRequest("model", f"the model {model!r} does not exist; this server serves {served!r}",
+                         status=404, kind="NotFoundError")
+    if body.get("stream"):
+        raise BadRequest("stream", "streaming is not supported by this server")
+    for key in ("presence_penalty", "frequency_penalty"):
+        if body.get(key) not in (None, 0, 0.0):
+            raise BadRequest(key, "only 0 is supported")
+    for key in ("logprobs", "top_logprobs", "tools", "tool_choice"):
+        if body.get(key) not in (None, False, 0, [], "none"):
+            raise BadRequest(key, "not supported by this server")
+    fmt = body.get("response_format")
+    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object")):
+        raise BadRequest("response_format", "only {'type': 'text'} or {'type': 'json_object'} are accepted")
+    if "max_tokens" in body and "max_completion_tokens" in body:
+        raise BadRequest("max_completion_tokens", "give either max_tokens or max_completion_tokens, not both")
+    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    max_tokens = _integer(body, key, DEFAULT_MAX_TOKENS, 1, max_tokens_limit)
+    stop = body.get("stop")
+    stops = (stop,) if isinstance(stop, str) else stop
+    if stops is None:
+        stops = ()
+    if not isinstance(stops, (list, tuple)) or len(stops) > 4 or not all(isinstance(s, str) and s for s in stops):
+        raise BadRequest("stop", "must be a non-empty string or a list of up to 4 non-empty strings")
+    sampling = Sampling(
+        max_tokens=int(max_tokens or DEFAULT_MAX_TOKENS),
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0, low_open=True),
+        repetition_penalty=_number(body, "repetition_penalty", 1.0, 0.0, 10.0, low_open=True),
+        seed=_integer(body, "seed", None, -(2**63), 2**63 - 1),
+    )
+    n = _integer(body, "n", 1, 1, max_n)
+    return ChatRequest(model, parse_messages(body.get("messages")), sampling, int(n or 1), tuple(stops))
+
+
+def apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
+    """Cut `text` at the earliest stop string; (text, whether a stop string was found).
+
+    >>> apply_stop("[1,2] and more", ("]",))
+    ('[1,2', True)
+    """
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def completion_body(request_id: str, model: str, created: int, choices: list[tuple[str, str]],
+                    usage: dict[str, int] | None = None) -> dict[str, Any]:
+    """A chat.completion object from (text, finish_reason) pairs."""
+    body: dict[str, Any] = {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": reason}
+            for i, (text, reason) in enumerate(choices)
+        ],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+__all__ = ["DEFAULT_MAX_TOKENS", "BadRequest", "ChatRequest", "Sampling", "apply_stop", "completion_body",
+           "decode_data_url", "error_body", "parse_chat_request", "parse_messages"]

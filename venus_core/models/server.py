@@ -1,0 +1,176 @@
+"""`venus serve`: an OpenAI-compatible chat-completions server over the transformers backend.
+
+Why: in a cluster, rollouts, evaluation and the data judge talk to vLLM; on a laptop, in CI and in
+tests the same clients need a real server to talk to, and vLLM needs a GPU. This serves a loaded
+Qwen-VL model (the tiny default included) with `models.generation.generate`, batching concurrent
+requests (`serve_batcher`), and speaks the subset of the OpenAI API that vLLM speaks for
+Qwen-VL (`serve_protocol`): POST /v1/chat/completions, GET /v1/models, GET /health (which also
+reports batching counters, used by tests and the benchmark).
+
+FastAPI + uvicorn: both are already installed as MLflow's server stack and are what vLLM itself
+uses. Departures from vLLM: no streaming, no usage counts (the transformers backend returns text
+only), `finish_reason` is "length" when the re-tokenized answer fills `max_tokens` (an estimate:
+special tokens are dropped from the text), and static rather than continuous batching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from venus_core.models.serve_batcher import Batcher
+from venus_core.models.serve_protocol import BadRequest, Sampling, apply_stop, completion_body, error_body, parse_chat_request
+
+MAX_BODY_BYTES = 64 << 20
+
+
+def transformers_runner(model: Any, processor: Any) -> Any:
+    """The batch function of the server: (chats, Sampling) -> [(text, finish_reason)] via `generate`."""
+    from venus_core.models.generation import generate
+
+    tokenizer = processor.tokenizer
+
+    def run(chats: list[list[dict[str, Any]]], s: Sampling) -> list[tuple[str, str]]:
+        texts = generate(model, processor, chats, s.max_tokens, s.temperature, s.repetition_penalty,
+                         top_p=s.top_p, seed=s.seed)
+        out = []
+        for text in texts:
+            n_tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+            out.append((text, "length" if n_tokens >= s.max_tokens else "stop"))
+        return out
+
+    return run
+
+
+def create_app(run: Any, served_name: str, *, max_batch: int = 8, batch_wait_ms: float = 5.0,
+               max_tokens_limit: int = 4096) -> FastAPI:
+    """The ASGI app: `run(chats, Sampling) -> [(text, finish_reason)]` answers batches of chats."""
+    batcher = Batcher(run, max_batch=max_batch, wait_s=batch_wait_ms / 1000.0)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="venus serve", lifespan=lifespan)
+    app.state.batcher = batcher
+    app.state.served_name = served_name
+    created = int(time.time())
+
+    def error(exc: BadRequest) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": served_name, "max_batch": max_batch, **batcher.stats.to_dict()}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list",
+                "data": [{"id": served_name, "object": "model", "created": created, "owned_by": "venus"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return error(BadRequest(None, f"request body larger than {MAX_BODY_BYTES >> 20} MiB", status=413))
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error(BadRequest(None, f"request body is not valid JSON: {exc}"))
+        try:
+            req = parse_chat_request(body, served=served_name, max_n=max_batch, max_tokens_limit=max_tokens_limit)
+        except BadRequest as exc:
+            return error(exc)
+        try:
+            results = await batcher.submit([req.messages] * req.n, req.sampling)
+        except Exception as exc:  # generation failed: a server error, reported as such
+            return JSONResponse(error_body(f"generation failed: {type(exc).__name__}: {exc}", None,
+                                           "internal_server_error", 500), status_code=500)
+        choices = []
+        for text, reason in results:
+            cut, stopped = apply_stop(text, req.stop)
+            choices.append((cut, "stop" if stopped else reason))
+        return JSONResponse(completion_body(f"chatcmpl-{uuid.uuid4().hex}", served_name, int(time.time()), choices))
+
+    return app
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on host:port (port 0: any free port), bound before uvicorn starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def serve(app: FastAPI, sock: socket.socket, log_level: str = "info") -> None:
+    """Run the app on a bound socket in the foreground until SIGINT / SIGTERM."""
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=log_level == "debug"))
+    server.run(sockets=[sock])
+
+
+class BackgroundServer:
+    """Run an app on a loopback port in a daemon thread (tests, benchmarks); a context manager.
+
+    The socket is bound before uvicorn starts, so `port=0` gets a free port with no race.
+    """
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 30.0) -> None:
+        self.app = app
+        self.sock = bind(host, port)
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.start_timeout_s = start_timeout_s
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, loop="asyncio"))
+        self.thread = threading.Thread(target=self._run, name=f"venus-serve-{self.port}", daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.server.serve(sockets=[self.sock]))
+        except BaseException as exc:  # reported by start() / stop()
+            self.error = exc
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI API root, e.g. http://127.0.0.1:PORT/v1."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> BackgroundServer:
+        self.thread.start()
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self.server.started:
+            if self.error is not None or not self.thread.is_alive():
+                raise RuntimeError(f"venus serve on port {self.port} did not start: {self.error}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"venus serve on port {self.port} did not start in {self.start_timeout_s}s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+__all__ = ["MAX_BODY_BYTES", "BackgroundServer", "bind", "create_app", "serve", "transformers_runner"]
