@@ -225,3 +225,28 @@ def test_api_server_down_is_a_typed_error_within_the_timeout() -> None:
     with pytest.raises(PodAPIError, match="list pods in namespace venus"):
         backend.list_pods()
     assert time.monotonic() - t0 < 3
+
+
+def test_cli_up_ls_down(kube: FakeKubeAPI, api, kubelet) -> None:  # noqa: ANN001
+    import yaml
+    from typer.testing import CliRunner
+
+    from venus_core.cli import app
+
+    run = CliRunner().invoke
+    common = ["--pool", "cli", "--api-server", kube.url]
+    res = run(app, ["devices", "up", "--kind", "web", "-n", "2", "--label", "lang=en",
+                    "--timeout", "10", *common])
+    assert res.exit_code == 0, res.output
+    table = yaml.safe_load(res.stdout)["devices"]
+    assert [(d["kind"], d["endpoint"], d["labels"]) for d in table] == \
+        [("web", "127.0.0.1:9223", {"lang": "en"})] * 2
+    again = run(app, ["devices", "up", "--kind", "web", "-n", "2", *common])  # adopts: idempotent
+    assert again.exit_code == 0 and yaml.safe_load(again.stdout)["devices"] == table
+    listed = run(app, ["devices", "ls", *common]).stdout.splitlines()
+    assert [line.split("\t")[:4] for line in listed] == \
+        [[d["id"], "web", "Running", "ready"] for d in table]
+    assert run(app, ["devices", "down", *common]).stdout.strip() == "deleted 2 pod(s)"
+    assert pod_names(api) == []
+    bad = run(app, ["devices", "ls", "--api-server", "http://127.0.0.1:9"])
+    assert bad.exit_code == 2 and "list pods in namespace venus" in bad.output

@@ -212,6 +212,19 @@ class PoolController:
             if (pod.lease, pod.client) != want:
                 self.backend.mark_lease(name, *want)
 
+    def adopt(self) -> list[str]:
+        """Take over the pool's existing pods (a restarted controller, the `venus devices` CLI)
+        instead of letting them age into orphans; ready ones are registered at once. Leases held
+        in a previous registry are not recovered (their labels are cleared)."""
+        with self._lock:
+            got = []
+            for pod in self.backend.list_pods():
+                if pod.name not in self._known and not pod.deleting and pod.kind in POOL_KINDS:
+                    self._known[pod.name] = _Known(pod.kind, time.monotonic())
+                    got.append(pod.name)
+            self.sync()
+        return sorted(got)
+
     # -- scaling -------------------------------------------------------------------------------
     def pods_of(self, kind: str) -> list[str]:
         with self._lock:
