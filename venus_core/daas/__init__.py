@@ -4,12 +4,15 @@ Modules: `tokens` (HMAC lease tokens), `routing` (device table, group -> shard h
 pools), `gateway` (the token-checked TCP splice), `metrics` (Prometheus text), `service` (event
 loop / thread runners), `probes` (protocol health checks), `registry` (leases, TTL, quarantine),
 `lease_http` (registry over HTTP), `forward` (client handshake, local port forwarder), `client`
-(DevicePool / Lease / Tunnel), `errors` (typed errors shared by all of them).
+(DevicePool / Lease / Tunnel), `pool` (PoolController: device pods in Kubernetes kept in step
+with the registry; its Kubernetes side is `venus_core.io.devicepool`), `errors` (typed errors
+shared by all of them).
 """
 
 from venus_core.daas.client import DevicePool, Lease, Tunnel
 from venus_core.daas.errors import (
     DaasError,
+    DeviceNotReady,
     DeviceTimeout,
     DeviceUnavailable,
     GatewayBusy,
@@ -17,6 +20,7 @@ from venus_core.daas.errors import (
     LeaseError,
     LeaseExpired,
     NoDeviceAvailable,
+    PoolError,
     TokenError,
     TokenExpired,
     TokenForged,
@@ -27,6 +31,7 @@ from venus_core.daas.errors import (
 )
 from venus_core.daas.gateway import Gateway, GatewayConfig
 from venus_core.daas.lease_http import HttpRegistry, LeaseHTTPServer
+from venus_core.daas.pool import PodBackend, PoolController, ScaleResult
 from venus_core.daas.registry import Grant, LeaseRegistry
 from venus_core.daas.routing import DeviceSpec, DeviceTable, load_devices, shard_of
 from venus_core.daas.service import GatewayThread, new_event_loop
@@ -36,6 +41,7 @@ __all__ = [
     "Claims",
     "DaasError",
     "DevicePool",
+    "DeviceNotReady",
     "DeviceSpec",
     "DeviceTable",
     "DeviceTimeout",
@@ -53,6 +59,10 @@ __all__ = [
     "LeaseHTTPServer",
     "LeaseRegistry",
     "NoDeviceAvailable",
+    "PodBackend",
+    "PoolController",
+    "PoolError",
+    "ScaleResult",
     "TokenError",
     "TokenExpired",
     "TokenForged",
