@@ -230,3 +230,36 @@ def test_server_side_errors_keep_their_status(env: AndroidWorldEnv) -> None:
     with pytest.raises(ServerError) as e500b:
         env.reset(aw_task("NoSuchTask"))
     assert e500b.value.status == 500
+
+
+def test_an_androidworld_server_leased_through_the_gateway(server: FakeAndroidWorld) -> None:
+    """The plug-in path for AndroidWorld pods: the server is a leased device (kind "tcp"),
+    reached through the real gateway and the SDK's local forwarder."""
+    from venus_core.daas import (
+        DevicePool,
+        DeviceSpec,
+        DeviceTable,
+        Gateway,
+        GatewayThread,
+        LeaseRegistry,
+        TokenSigner,
+    )
+
+    port = int(server.url.rsplit(":", 1)[1])
+    dev = DeviceSpec("aw-0", "tcp", "aw", "127.0.0.1", port, {"suite": "androidworld"})
+    signer = TokenSigner(b"aw-test-secret-0123456789abcdef")
+    gw = GatewayThread(Gateway(DeviceTable([dev]), signer)).start()
+    reg = LeaseRegistry([dev], signer, [f"127.0.0.1:{gw.port}"], probe=None).start()
+    try:
+        pool = DevicePool(reg, "aw-worker", wait=1.0, io_timeout=5.0)
+        with pool.lease("tcp", 1, {"suite": "androidworld"}) as (lease,), \
+                lease.forward() as local, \
+                AndroidWorldEnv(f"http://127.0.0.1:{local}", timeout=5) as env:
+            env.reset(aw_task("SystemSettingsOpen"))
+            env.step(Launch(app="Settings"))
+            assert env.is_successful()
+        assert server.torn_down == [("SystemSettingsOpen", 0)]
+        assert reg.status()["leased"] == 0
+    finally:
+        reg.stop()
+        gw.stop()
