@@ -23,6 +23,7 @@ class DistributedSpec(Section):
     launcher: Literal["in_pod", "trainjob"] = Field(
         "in_pod", description="cluster: torchrun inside the component pod, or a Kubeflow Trainer TrainJob"
     )
+    timeout_s: float = Field(172_800.0, gt=0, description="launcher=trainjob: delete the TrainJob and fail after this long")
 
 
 class MidTrainSpec(Section):

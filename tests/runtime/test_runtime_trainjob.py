@@ -1,0 +1,223 @@
+"""The TrainJob launcher (venus_core.io.trainjob) and the training launch choice (runtime.launch).
+
+The Kubernetes API is kmock's `KubernetesEmulator` on loopback: a FAKE API server (no kube-apiserver
+can run here) that stores objects behind the real REST paths, driven by the official client. It has
+NO controllers: nothing runs a TrainJob. The tests play the Kubeflow Trainer controller themselves
+by PATCHing the TrainJob's status (`Complete` / `Failed` conditions) through the API, and play the
+trainer pods by writing the job's outputs on the shared "PVC" (a temporary directory).
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+from kubernetes import client
+
+from venus_core.config import load_spec
+from venus_core.config.platform import ResourceSpec
+from venus_core.io.trainjob import (GROUP, PLURAL, VERSION, TrainJobFailed, TrainJobLauncher, TrainJobTimeout,
+                                    terminal_condition, trainjob_manifest)
+from venus_core.runtime import launch
+
+NS = "venus"
+SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+
+
+class FakeAPI:
+    """kmock served on 127.0.0.1 from a background event loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+
+    async def _start(self) -> None:
+        self.handler = kmock.KubernetesEmulator()
+        await self.handler.__aenter__()
+        self.server = kmock.Server(self.handler)
+        await self.server.__aenter__()
+        self.handler.resources[f"{GROUP}/{VERSION}/{PLURAL}"] = {}
+        self.url = str(self.server.url).rstrip("/")
+
+    async def _stop(self) -> None:
+        await self.server.__aexit__(None, None, None)
+        await self.handler.__aexit__(None, None, None)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[FakeAPI]:
+    fake = FakeAPI()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def api(kube: FakeAPI) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(client.ApiClient(client.Configuration(host=kube.url)))
+
+
+def _names(api: client.CustomObjectsApi) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in api.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["items"])
+
+
+def _set_condition(api: client.CustomObjectsApi, name: str, kind: str, message: str = "", reason: str = "") -> None:
+    api.patch_namespaced_custom_object_status(GROUP, VERSION, NS, PLURAL, name, {"status": {"conditions": [
+        {"type": "Created", "status": "True", "reason": "JobSetCreated", "message": "jobset created"},
+        {"type": kind, "status": "True", "reason": reason or kind, "message": message}]}})
+
+
+class Controller(threading.Thread):
+    """Stand-in for the Trainer controller: when a TrainJob appears, `act(api, obj)` after `delay` s."""
+
+    def __init__(self, api: client.CustomObjectsApi, act: Callable[[client.CustomObjectsApi, dict[str, Any]], None],
+                 delay: float = 0.3) -> None:
+        super().__init__(daemon=True)
+        self.api, self.act, self.delay = api, act, delay
+        self.seen: list[dict[str, Any]] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                items = self.api.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["items"]
+                if items:
+                    self.seen.append(items[0])
+                    time.sleep(self.delay)
+                    self.act(self.api, items[0])
+                    return
+                time.sleep(0.05)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+
+def _body(name: str) -> dict[str, Any]:
+    res = ResourceSpec(cpu="64", memory="900Gi", gpu_type="H100", gpu_count=8)
+    return trainjob_manifest(name, NS, "venus/train-gpu:0.1.0", "venus_core.runtime.mid_train", ["--out=/x"],
+                             nodes=4, procs_per_node=8, runtime="venus-deepspeed", resources=res,
+                             env={"KFP_RUN_ID": "r1"})
+
+
+def test_manifest_follows_the_trainer_v1alpha1_shape() -> None:
+    body = _body("venus-mid-train-1")
+    assert body["apiVersion"] == "trainer.kubeflow.org/v1alpha1" and body["kind"] == "TrainJob"
+    assert body["spec"]["runtimeRef"] == {"apiGroup": GROUP, "kind": "TrainingRuntime", "name": "venus-deepspeed"}
+    tr = body["spec"]["trainer"]
+    assert tr["command"] == ["torchrun", "-m", "venus_core.runtime.mid_train"] and tr["args"] == ["--out=/x"]
+    assert (tr["numNodes"], tr["numProcPerNode"]) == (4, 8)
+    assert tr["resourcesPerNode"]["limits"] == {"cpu": "64", "memory": "900Gi", "nvidia.com/gpu": "8"}
+    assert tr["env"] == [{"name": "KFP_RUN_ID", "value": "r1"}]
+    with pytest.raises(ValueError, match="nodes"):
+        trainjob_manifest("x", NS, "i", "m", [], nodes=0, procs_per_node=1, runtime="r", resources=ResourceSpec())
+    assert terminal_condition({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) is None
+
+
+def test_completed_job_returns_and_is_deleted(api: client.CustomObjectsApi) -> None:
+    ctl = Controller(api, lambda a, o: _set_condition(a, o["metadata"]["name"], "Complete", "jobset completed"))
+    ctl.start()
+    result = TrainJobLauncher(api, NS, watch_s=2).run(_body("tj-complete"), timeout_s=30)
+    ctl.join(5)
+    assert ctl.error is None and ctl.seen[0]["spec"]["trainer"]["numNodes"] == 4  # what was submitted
+    assert result.name == "tj-complete" and [c["type"] for c in result.conditions] == ["Created", "Complete"]
+    assert _names(api) == []  # cleaned up
+
+
+def test_failure_is_raised_with_the_condition_message_and_cleaned_up(api: client.CustomObjectsApi) -> None:
+    ctl = Controller(api, lambda a, o: _set_condition(a, o["metadata"]["name"], "Failed",
+                                                      "trainer-node-0-1 OOMKilled (exit 137)", "JobSetFailed"))
+    ctl.start()
+    t0 = time.monotonic()
+    with pytest.raises(TrainJobFailed, match=r"tj-failed failed: JobSetFailed: trainer-node-0-1 OOMKilled"):
+        TrainJobLauncher(api, NS, watch_s=30).run(_body("tj-failed"), timeout_s=300)
+    assert time.monotonic() - t0 < 15  # fails fast, not at the timeout
+    assert _names(api) == []
+
+
+def test_timeout_and_interrupt_delete_the_job(api: client.CustomObjectsApi) -> None:
+    with pytest.raises(TrainJobTimeout, match="did not finish within 1 s"):
+        TrainJobLauncher(api, NS, watch_s=0.5).run(_body("tj-slow"), timeout_s=1)
+    assert _names(api) == []
+    ctl = Controller(api, lambda a, o: _thread.interrupt_main())  # Ctrl-C while watching
+    ctl.start()
+    with pytest.raises(KeyboardInterrupt):
+        TrainJobLauncher(api, NS, watch_s=0.5).run(_body("tj-interrupted"), timeout_s=60)
+    assert ctl.seen and _names(api) == []
+
+
+def _kubeconfig(path: Path, url: str) -> Path:
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "{url}"}}}}]
+users: [{{name: u, user: {{token: fake}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: u, namespace: {NS}}}}}]
+current-context: fake
+""")
+    return path
+
+
+def test_launch_runs_mid_train_as_a_trainjob_through_the_pvc(kube: FakeAPI, api: client.CustomObjectsApi,
+                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pvc = tmp_path / "pvc"
+    monkeypatch.setattr(launch, "CHECKPOINTS_MOUNT", pvc)
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "kubeconfig", kube.url)))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KFP_RUN_ID", "run-7")
+    data = tmp_path / "artifact" / "train"
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text("{}")
+    out = tmp_path / "kfp-output"
+    sets = ["mid_train.distributed.launcher=trainjob", "mid_train.distributed.nodes=2",
+            "mid_train.distributed.procs_per_node=4", "mid_train.distributed.backend=deepspeed",
+            "platform.checkpoints_pvc=venus-checkpoints"]
+    argv = ["mid_train", "--spec", str(SPEC), "--out", str(out), "--data", str(data),
+            *[a for s in sets for a in ("--set", s)]]
+
+    def trainer(a: client.CustomObjectsApi, obj: dict[str, Any]) -> None:  # the pods' work, then the controller's
+        args = obj["spec"]["trainer"]["args"]
+        produced = Path(next(x for x in args[args.index("--out") + 1:][:1]))
+        assert (Path(args[args.index("--data") + 1]) / "manifest.json").is_file()  # staged on the PVC
+        (produced / "model").mkdir(parents=True)
+        (produced / "model" / "model.safetensors").write_bytes(b"weights")
+        (produced / "report.json").write_text('{"steps": 3}')
+        _set_condition(a, obj["metadata"]["name"], "Complete")
+
+    ctl = Controller(api, trainer)
+    ctl.start()
+    assert launch.main(argv) == 0
+    ctl.join(5)
+    assert ctl.error is None
+    job = ctl.seen[0]
+    tr = job["spec"]["trainer"]
+    assert (tr["numNodes"], tr["numProcPerNode"]) == (2, 4)
+    assert job["spec"]["runtimeRef"]["name"] == "venus-deepspeed" and job["metadata"]["namespace"] == NS
+    assert {"name": "KFP_RUN_ID", "value": "run-7"} in tr["env"]
+    stage = pvc / "run-7" / "mid_train"
+    assert tr["args"][tr["args"].index("--checkpoints") + 1] == str(stage / "checkpoints")  # resumable on the PVC
+    assert (out / "model" / "model.safetensors").read_bytes() == b"weights" and (out / "report.json").is_file()
+    assert _names(api) == []
+
+    fail = Controller(api, lambda a, o: _set_condition(a, o["metadata"]["name"], "Failed", "NCCL timeout"))
+    fail.start()
+    assert launch.main(argv) == 1
+    fail.join(5)
+    assert _names(api) == []
+
+    spec = load_spec(SPEC, ["mid_train.distributed.nodes=2"])
+    with pytest.raises(ValueError, match="launcher=trainjob for multi-node"):
+        launch.run_in_pod("mid_train", [], spec.mid_train.distributed)
+    with pytest.raises(ValueError, match="needs platform.checkpoints_pvc"):
+        launch.run_trainjob("mid_train", argv[1:], spec, spec.mid_train.distributed, "mid_train")
