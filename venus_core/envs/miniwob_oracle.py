@@ -1,0 +1,258 @@
+"""DOM-aware oracle solvers for MiniWoB++ tasks: ground-truth web trajectories for offline RL.
+
+Why: UI-Venus-1.5 trains its web agent on trajectories whose actions are exact. A MiniWoB page
+knows where everything is: an oracle reads the instruction (#query) and the live DOM (element
+boxes, labels, values), decides the next step like a careful human would, and emits a unified
+action whose coordinates are the centre of the element's box in the 0–1000 frame of the
+screenshot, plus the box itself (`target_box`) and the think / conclusion texts of the UI-Venus
+navigation format. The oracle never calls the page's JS handlers: every effect comes from the
+action, executed by the env through real input events, and success is the page's own reward.
+
+A solver is a generator: it yields one `OracleStep` at a time and the caller executes it before
+asking for the next, so a solver sees the page after its previous action (an autocomplete menu
+that opened, a dialog that moved). Solvers raise `OracleError` when the page does not look as
+expected; the collector counts such episodes as failures.
+
+Tasks: click-button, click-link, click-checkboxes, click-option, click-tab, click-dialog,
+focus-text, enter-text, enter-password, login-user, use-autocomplete (`SOLVERS`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from venus_core.actions import Action, Click, Type, Wait, box_from_pixels
+from venus_core.envs.base import EnvError
+from venus_core.envs.miniwob import MiniWobEnv
+
+MAX_WAITS = 4
+
+_BOXES_JS = """(selector) => Array.from(document.querySelectorAll(selector)).map((el) => {
+  const rects = el.getClientRects();
+  const r = rects.length ? rects[0] : el.getBoundingClientRect();
+  const style = window.getComputedStyle(el);
+  return {x: r.left, y: r.top, w: r.width, h: r.height,
+          text: (el.textContent || '').replace(/\\s+/g, ' ').trim(),
+          value: el.value === undefined ? null : el.value,
+          checked: el.checked === undefined ? null : el.checked,
+          id: el.id || null, tag: el.tagName.toLowerCase(),
+          visible: r.width > 0 && r.height > 0 && style.visibility !== 'hidden'
+                   && style.display !== 'none'};
+})"""
+
+
+class OracleError(EnvError):
+    """The page does not look as the solver expects (the episode is counted as failed)."""
+
+
+@dataclass(frozen=True)
+class Element:
+    """An element's first client rectangle (CSS pixels of the viewport) and its state."""
+
+    x: float
+    y: float
+    w: float
+    h: float
+    text: str
+    value: str | None
+    checked: bool | None
+    id: str | None
+    tag: str
+
+
+@dataclass(frozen=True)
+class OracleStep:
+    """One step of an oracle trajectory: the action, its target box (0–1000) and the texts."""
+
+    action: Action
+    think: str
+    conclusion: str
+    target_box: tuple[int, int, int, int] | None = None
+    dom_box: tuple[float, float, float, float] | None = None  # CSS pixels (x1, y1, x2, y2)
+
+
+class Page:
+    """Read-only DOM access for the solvers (through the env's page)."""
+
+    def __init__(self, env: MiniWobEnv) -> None:
+        self.env = env
+
+    def query(self) -> str:
+        return self.env.utterance()
+
+    def elements(self, selector: str) -> list[Element]:
+        found = self.env.evaluate(_BOXES_JS, selector)
+        return [Element(**{k: v for k, v in e.items() if k != "visible"}) for e in found
+                if e["visible"]]
+
+    def one(self, selector: str, text: str | None = None) -> Element:
+        found = [e for e in self.elements(selector) if text is None or e.text == text]
+        if not found:
+            what = f"{selector!r}" + (f" with text {text!r}" if text is not None else "")
+            raise OracleError(f"no visible element {what} on the page")
+        return found[0]
+
+    def click(self, el: Element, think: str, conclusion: str) -> OracleStep:
+        """A Click at the centre of `el`, which must lie inside the viewport."""
+        w, h = self.env.screen
+        cx, cy = el.x + el.w / 2, el.y + el.h / 2
+        if not (0 <= cx < w and 0 <= cy < h):
+            raise OracleError(f"element {el.tag} {el.text[:30]!r} is outside the viewport")
+        x1, y1 = max(0.0, el.x), max(0.0, el.y)
+        x2, y2 = min(float(w), el.x + el.w), min(float(h), el.y + el.h)
+        box = box_from_pixels(x1, y1, x2, y2, w, h)
+        point = (min(1000, round(cx * 1000 / w)), min(1000, round(cy * 1000 / h)))
+        return OracleStep(Click(box=point), think, conclusion, box, (x1, y1, x2, y2))
+
+
+Solver = Callable[[Page], Iterator[OracleStep]]
+
+
+def _quoted(query: str, pattern: str) -> tuple[str, ...]:
+    m = re.search(pattern, query)
+    if m is None:
+        raise OracleError(f"instruction {query!r} does not match {pattern!r}")
+    return m.groups()
+
+
+def _type_into(page: Page, selector: str, text: str, what: str) -> Iterator[OracleStep]:
+    field = page.one(selector)
+    yield page.click(field, f"To enter \"{text}\" I first focus the {what} by clicking it.",
+                     f"Focused the {what}.")
+    yield OracleStep(Type(content=text), f"The {what} is focused, so I type \"{text}\".",
+                     f"Typed \"{text}\" into the {what}.")
+
+
+def _submit(page: Page, label: str = "Submit") -> OracleStep:
+    button = page.one("#subbtn")
+    return page.click(button, f"Everything is filled in; I click the \"{button.text or label}\" "
+                      "button to finish.", f"Clicked \"{button.text or label}\".")
+
+
+def click_button(page: Page) -> Iterator[OracleStep]:
+    (label,) = _quoted(page.query(), r'Click on the "(.*)" button')
+    yield page.click(page.one("#area button", label),
+                     f"The instruction asks for the \"{label}\" button; I found it on the page "
+                     "and click it.", f"Clicked the \"{label}\" button.")
+
+
+def click_link(page: Page) -> Iterator[OracleStep]:
+    (label,) = _quoted(page.query(), r'Click on the link "(.*)"')
+    yield page.click(page.one("#area .alink", label),
+                     f"I need the link \"{label}\"; it is in the text below, so I click it.",
+                     f"Clicked the link \"{label}\".")
+
+
+def _labels(page: Page) -> list[tuple[Element, Element]]:
+    labels = page.elements("#boxes label")
+    inputs = page.elements("#boxes label input")
+    if len(labels) != len(inputs):
+        raise OracleError(f"{len(labels)} labels but {len(inputs)} inputs in #boxes")
+    return list(zip(labels, inputs, strict=True))
+
+
+def click_checkboxes(page: Page) -> Iterator[OracleStep]:
+    (names,) = _quoted(page.query(), r"^Select (.*) and click Submit\.$")
+    wanted = set() if names == "nothing" else {n.strip() for n in names.split(",")}
+    pairs = _labels(page)
+    missing = wanted - {label.text for label, _ in pairs}
+    if missing:
+        raise OracleError(f"checkboxes {sorted(missing)} are not on the page")
+    for label, box in pairs:
+        if (label.text in wanted) != bool(box.checked):
+            verb = "check" if label.text in wanted else "uncheck"
+            yield page.click(box, f"\"{label.text}\" must be {verb}ed for the selection "
+                             f"({names}); I click its checkbox.", f"Clicked the \"{label.text}\" "
+                             "checkbox.")
+    yield _submit(page)
+
+
+def click_option(page: Page) -> Iterator[OracleStep]:
+    (name,) = _quoted(page.query(), r"^Select (.*) and click Submit\.$")
+    for label, radio in _labels(page):
+        if label.text == name:
+            yield page.click(radio, f"I need to select \"{name}\"; I click its radio button.",
+                             f"Selected \"{name}\".")
+            break
+    else:
+        raise OracleError(f"option {name!r} is not on the page")
+    yield _submit(page)
+
+
+def click_tab(page: Page) -> Iterator[OracleStep]:
+    (n,) = _quoted(page.query(), r"Click on Tab #(\d+)")
+    yield page.click(page.one("#area ul a", f"Tab #{n}"),
+                     f"The task is to open Tab #{n}; I click its tab header.",
+                     f"Clicked Tab #{n}.")
+
+
+def click_dialog(page: Page) -> Iterator[OracleStep]:
+    yield page.click(page.one(".ui-dialog-titlebar-close"),
+                     "To close the dialog I click the \"x\" in its title bar.",
+                     "Closed the dialog.")
+
+
+def focus_text(page: Page) -> Iterator[OracleStep]:
+    yield page.click(page.one("#tt"), "I click the text box to put the focus into it.",
+                     "Focused the text box.")
+
+
+def enter_text(page: Page) -> Iterator[OracleStep]:
+    (text,) = _quoted(page.query(), r'Enter "(.*)" into the text field')
+    yield from _type_into(page, "#tt", text, "text field")
+    yield _submit(page)
+
+
+def enter_password(page: Page) -> Iterator[OracleStep]:
+    (pw,) = _quoted(page.query(), r'Enter the password "(.*)" into both')
+    yield from _type_into(page, "#password", pw, "password field")
+    yield from _type_into(page, "#verify", pw, "verify password field")
+    yield _submit(page)
+
+
+def login_user(page: Page) -> Iterator[OracleStep]:
+    user, pw = _quoted(page.query(), r'username "(.*)" and the password "(.*)" into')
+    yield from _type_into(page, "#username", user, "username field")
+    yield from _type_into(page, "#password", pw, "password field")
+    yield _submit(page, "Login")
+
+
+def use_autocomplete(page: Page) -> Iterator[OracleStep]:
+    q = page.query()
+    start, end = _quoted(q, r'starts with "(.*?)"(?: and ends with "(.*?)")?\.')
+    yield from _type_into(page, "#tags", start, "Tags field")
+    for _ in range(MAX_WAITS):
+        items = [e for e in page.elements("ul.ui-autocomplete li")
+                 if e.text.startswith(start) and (end is None or e.text.endswith(end))]
+        if items:
+            break
+        yield OracleStep(Wait(), "The suggestions have not appeared yet; I wait for them.",
+                         "Waited for the suggestion list.")
+    else:
+        raise OracleError(f"no suggestion starting with {start!r}"
+                          + (f" and ending with {end!r}" if end else ""))
+    choice = items[0]
+    need = f"starts with \"{start}\"" + (f" and ends with \"{end}\"" if end else "")
+    yield page.click(choice, f"The suggestion \"{choice.text}\" {need}; I pick it.",
+                     f"Picked \"{choice.text}\".")
+    yield _submit(page)
+
+
+SOLVERS: dict[str, Solver] = {
+    "click-button": click_button, "click-link": click_link,
+    "click-checkboxes": click_checkboxes, "click-option": click_option, "click-tab": click_tab,
+    "click-dialog": click_dialog, "focus-text": focus_text, "enter-text": enter_text,
+    "enter-password": enter_password, "login-user": login_user,
+    "use-autocomplete": use_autocomplete,
+}
+
+
+def solver_for(task: str) -> Solver:
+    try:
+        return SOLVERS[task]
+    except KeyError:
+        raise ValueError(f"no oracle for MiniWoB task {task!r}; oracles: "
+                         f"{', '.join(sorted(SOLVERS))}") from None
+
