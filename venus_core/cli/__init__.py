@@ -13,6 +13,7 @@ import typer
 from venus_core import __version__
 from venus_core.cli import (
     agent_cmd,
+    collect_cmd,
     devices_cmd,
     eval_cmd,
     gateway_cmd,
@@ -35,7 +36,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _module in (synth_cmd, import_cmd, score_cmd):
+for _module in (synth_cmd, import_cmd, score_cmd, collect_cmd):
     _module.register(data_app)
 app.add_typer(spec_app, name="spec")
 app.add_typer(data_app, name="data")

@@ -9,13 +9,14 @@ records into `quarantine.jsonl` with a reason instead of failing or dropping the
 
 Importing this package registers every importer in `IMPORTERS` (it is a `venus_core.plugins`
 entry point): `screenspot-v2`, `screenspot-pro`, `androidcontrol`, `guiodyssey`, `mind2web`,
-`venus`. `run_import` runs one (see `runner` for the output layout, counts and resuming).
+`miniwob-traces`, `venus`. `run_import` runs one (see `runner` for the output layout, counts and resuming).
 """
 
 from venus_core.data.importers import (  # noqa: F401 - imported to register the importers
     androidcontrol,
     guiodyssey,
     mind2web,
+    miniwob_traces,
     screenspot,
     venus,
 )

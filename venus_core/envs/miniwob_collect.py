@@ -1,0 +1,197 @@
+"""Collect MiniWoB++ oracle trajectories: the web data for offline RL (`venus data collect`).
+
+Why: the online agent needs web trajectories with real screenshots and exact actions. Each
+episode runs an oracle solver (`miniwob_oracle`) in a live `MiniWobEnv`: the screenshot before
+each action is the step's image, the oracle's action / target box / texts are the step, and the
+page's own reward decides success. Only successful episodes are written (the data teaches what
+works); failed ones (the oracle erred, or the page gave less than full reward) are counted per
+task and reported, never hidden.
+
+Output: a Venus dataset of `Trajectory` records (platform "web", provenance source "miniwob",
+generator "miniwob-oracle", the seed), written with `DatasetWriter`; or with `raw=True` the
+raw trace format of the `miniwob-traces` importer (traces.jsonl + screenshots/, every episode
+including failures, so that the importer decides), which `venus data import --format
+miniwob-traces` turns into the same records. `n` is the number of episodes *attempted* per task,
+on seeds seed, seed+1, ... (deterministic), so success rates are per attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from venus_core.actions import render_action
+from venus_core.data.importers.miniwob_traces import to_raw
+from venus_core.data.schema import Provenance, Trajectory, TrajectoryStep
+from venus_core.data.store import DatasetWriter
+from venus_core.envs.base import DEFAULT_MAX_STEPS, EnvError, Task
+from venus_core.envs.miniwob import MiniWobEnv
+from venus_core.envs.miniwob_oracle import OracleError, OracleStep, Page, solver_for
+
+GENERATOR = "miniwob-oracle"
+SOURCE = "miniwob"
+
+
+@dataclass
+class RecordedStep:
+    screenshot: Image.Image
+    step: OracleStep
+    raw_action: dict[str, Any]
+
+
+@dataclass
+class OracleEpisode:
+    task: Task
+    seed: int
+    steps: list[RecordedStep]
+    reward: float | None
+    success: bool
+    error: str | None = None
+    viewport: tuple[int, int] = (0, 0)
+
+    @property
+    def name(self) -> str:
+        return self.task.app or "miniwob"
+
+
+def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAULT_MAX_STEPS) -> OracleEpisode:
+    """Run the oracle of task `name` on `seed` to its end; never raises for a failed episode."""
+    solver = solver_for(name)
+    task = env.make_task(name, seed, max_steps=max_steps)
+    obs = env.reset(task)
+    steps: list[RecordedStep] = []
+    error: str | None = None
+    done = False
+    try:
+        for step in solver(Page(env)):
+            if done:
+                raise OracleError("the episode ended before the oracle finished")
+            raw = to_raw(step.action, env.px)
+            before = obs.screenshot
+            obs, done, info = env.step(step.action)
+            steps.append(RecordedStep(before, step, raw))
+        if not done:
+            raise OracleError("the oracle finished but the page's task did not end")
+    except OracleError as exc:
+        error = str(exc)
+    state = env.read_state()
+    reward = float(state["raw_reward"]) if state["done"] else None
+    success = error is None and env.is_successful()
+    if error is None and not success:
+        error = f"page reward {reward} (reason {state['reason']!r})"
+    return OracleEpisode(task, seed, steps, reward, success, error, env.screen)
+
+
+def to_trajectory(ep: OracleEpisode, writer: DatasetWriter) -> Trajectory:
+    """The episode as a Trajectory record (its screenshots stored in `writer`)."""
+    steps = []
+    for rec in ep.steps:
+        ref = writer.put_image(rec.screenshot)
+        steps.append(TrajectoryStep(image=ref, image_size=rec.screenshot.size, think=rec.step.think,
+                                    action=render_action(rec.step.action),
+                                    conclusion=rec.step.conclusion, target_box=rec.step.target_box))
+    eid = f"{ep.name}:seed={ep.seed}"
+    return Trajectory(id=f"miniwob:{eid}", episode_id=eid, platform="web", goal=ep.task.goal,
+                      steps=steps, success=ep.success,
+                      provenance=Provenance(source=SOURCE, source_id=eid, generator=GENERATOR,
+                                            seed=ep.seed, extra={"task": ep.name}),
+                      meta={"task": ep.name, "reward": ep.reward, "simulated": False})
+
+
+def raw_lines(ep: OracleEpisode, shots: Path, rel: str) -> list[dict[str, Any]]:
+    """The episode in the raw trace format (screenshots saved under `shots`, named from `rel`)."""
+    eid = f"{ep.name}:seed={ep.seed}"
+    lines = []
+    for i, rec in enumerate(ep.steps):
+        name = f"{ep.name}-{ep.seed}-{i}.png"
+        rec.screenshot.save(shots / name)
+        last = i == len(ep.steps) - 1
+        lines.append({"episode_id": eid, "task": ep.name, "seed": ep.seed, "goal": ep.task.goal,
+                      "step": i, "screenshot": f"{rel}/{name}", "viewport": list(ep.viewport),
+                      "action": rec.raw_action,
+                      "dom_box": [round(v, 2) for v in rec.step.dom_box] if rec.step.dom_box else None,
+                      "think": rec.step.think, "conclusion": rec.step.conclusion,
+                      "done": last, "reward": ep.reward if last else None, "generator": GENERATOR})
+    return lines
+
+
+@dataclass
+class CollectReport:
+    output: str
+    raw: bool
+    attempted: dict[str, int] = field(default_factory=dict)
+    succeeded: dict[str, int] = field(default_factory=dict)
+    written: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def rate(self, task: str) -> float:
+        return self.succeeded.get(task, 0) / max(1, self.attempted.get(task, 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output": self.output, "raw": self.raw, "written": self.written,
+                "seconds": round(self.seconds, 2),
+                "tasks": {t: {"attempted": n, "succeeded": self.succeeded.get(t, 0),
+                              "success_rate": round(self.rate(t), 4)}
+                          for t, n in self.attempted.items()},
+                "failures": self.failures}
+
+
+def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw: bool = False,
+            overwrite: bool = False, max_steps: int = DEFAULT_MAX_STEPS, scale: float = 2.0,
+            progress: Callable[[OracleEpisode], None] | None = None) -> CollectReport:
+    """Attempt `n` oracle episodes of each task (seeds seed..seed+n-1); see the module docstring."""
+    if n < 1:
+        raise ValueError(f"collect: n must be >= 1, got {n}")
+    for name in tasks:
+        solver_for(name)  # unknown task: fail before starting a browser
+    out = Path(out)
+    report = CollectReport(str(out), raw)
+    t0 = time.perf_counter()
+    with MiniWobEnv(scale=scale) as env:
+        if raw:
+            if out.exists() and any(out.iterdir()) and not overwrite:
+                raise FileExistsError(f"{out} exists and is not empty; pass overwrite")
+            shots = out / "screenshots"
+            shots.mkdir(parents=True, exist_ok=True)
+            with open(out / "traces.jsonl", "w", encoding="utf-8") as f:
+                for ep in _episodes(env, tasks, n, seed, max_steps, report, progress):
+                    if ep.steps:
+                        for line in raw_lines(ep, shots, "screenshots"):
+                            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                        report.written += 1
+        else:
+            with DatasetWriter(out, sources=[SOURCE], overwrite=overwrite,
+                               created_by="venus data collect (miniwob-oracle)") as writer:
+                for ep in _episodes(env, tasks, n, seed, max_steps, report, progress):
+                    if ep.success:
+                        writer.write(to_trajectory(ep, writer))
+                        report.written += 1
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _episodes(env: MiniWobEnv, tasks: Sequence[str], n: int, seed: int, max_steps: int,
+              report: CollectReport, progress: Callable[[OracleEpisode], None] | None) -> Iterator[OracleEpisode]:
+    for name in tasks:
+        report.attempted[name] = report.succeeded[name] = 0
+        for s in range(seed, seed + n):
+            try:
+                ep = run_oracle(env, name, s, max_steps=max_steps)
+            except EnvError as exc:  # the page would not even start: one failed attempt
+                task = Task(goal=f"MiniWoB {name}", app=name)
+                ep = OracleEpisode(task, s, [], None, False, str(exc), env.screen)
+            report.attempted[name] += 1
+            if ep.success:
+                report.succeeded[name] += 1
+            else:
+                report.failures.append({"task": name, "seed": s, "error": ep.error})
+            if progress is not None:
+                progress(ep)
+            yield ep
