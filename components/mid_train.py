@@ -22,7 +22,7 @@ def mid_train(
     import json
     import os
 
-    from venus_core.runtime.mid_train import main
+    from venus_core.runtime.launch import main
 
     os.makedirs(model.path, exist_ok=True)
     spec_file = os.path.join(model.path, "agent_spec.yaml")  # the resolved spec, kept beside the outputs
@@ -32,7 +32,7 @@ def mid_train(
             "--set", f"mid_train.lr={lr!r}", "--set", f"mid_train.max_steps={max_steps}"]
     for item in overrides:
         argv += ["--set", item]
-    rc = main(argv)
+    rc = main(["mid_train", *argv])  # in this pod, or as a TrainJob, per the spec
     if rc != 0:
         raise RuntimeError(f"mid_train failed with exit status {rc}")
     with open(os.path.join(model.path, "report.json"), encoding="utf-8") as f:

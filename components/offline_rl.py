@@ -25,7 +25,7 @@ def offline_rl(
     import json
     import os
 
-    from venus_core.runtime.offline_rl import main
+    from venus_core.runtime.launch import main
 
     os.makedirs(model.path, exist_ok=True)
     spec_file = os.path.join(model.path, "agent_spec.yaml")  # the resolved spec, kept beside the outputs
@@ -37,7 +37,7 @@ def offline_rl(
             "--set", f"offline_rl.{domain}.kl_coef={kl_coef!r}"]
     for item in overrides:
         argv += ["--set", item]
-    rc = main(argv)
+    rc = main(["offline_rl", *argv])  # in this pod, or as a TrainJob, per the spec
     if rc != 0:
         raise RuntimeError(f"offline_rl --domain {domain} failed with exit status {rc}")
     with open(os.path.join(model.path, "report.json"), encoding="utf-8") as f:

@@ -30,6 +30,8 @@ STORAGE_KEYS = {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY
 TRACKING_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
                  "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
 TRAINING_STAGES = ("mid_train", "offline_rl", "online_rl")
+KFP_RUN_ENV = "KFP_RUN_ID"  # venus_core.runtime.tracking.KFP_RUN_ENV
+RUN_ID_FIELD = "metadata.labels['pipeline/runid']"  # set on every pod of a run by the KFP API server
 
 
 def uses_object_store(spec: AgentSpec) -> bool:
@@ -65,3 +67,6 @@ def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
         kubernetes.use_secret_as_env(task, p.tracking_secret, TRACKING_KEYS, optional=True)
     if p.checkpoints_pvc and stage in TRAINING_STAGES:
         kubernetes.mount_pvc(task, p.checkpoints_pvc, CHECKPOINTS_MOUNT)
+    # The Kubeflow run id, for MLflow nesting and per-run checkpoint directories; from the pod's
+    # label rather than a component input, which would change every run and defeat caching.
+    kubernetes.use_field_path_as_env(task, KFP_RUN_ENV, RUN_ID_FIELD)

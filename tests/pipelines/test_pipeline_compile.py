@@ -151,8 +151,11 @@ def test_kubernetes_settings_per_stage(compiled: dict[str, tuple[str, dict[str, 
     secrets = {s["secretName"]: s for s in k8s["exec-score-data"]["secretAsEnv"]}
     assert [e["envVar"] for e in secrets["venus-minio"]["keyToEnv"]] == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
     assert secrets["venus-mlflow"]["optional"] is True
+    run_id = [{"fieldPath": "metadata.labels['pipeline/runid']", "name": "KFP_RUN_ID"}]
+    assert all(ex["fieldPathAsEnv"] == run_id for ex in k8s.values())  # MLflow nesting, per-run checkpoints
     # the tiny agent keeps artifacts on local disk: no storage Secret to mount, no PVC, no GPUs
-    assert "platforms" not in compiled["venus-tiny"][1]
+    tiny = compiled["venus-tiny"][1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert all(ex == {"fieldPathAsEnv": run_id} for ex in tiny.values())
 
 
 def test_a_disabled_domain_has_no_task_and_is_left_out_of_the_merge(tmp_path: Path) -> None:
