@@ -110,11 +110,13 @@ def create_app(run: Any, served_name: str, *, max_batch: int = 8, batch_wait_ms:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on host:port (port 0: any free port), bound before uvicorn starts."""
+    """A listening TCP socket on host:port (port 0: any free port). Listening before uvicorn starts
+    means connections made once the URL is printed wait in the backlog instead of being refused."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(2048)
     return sock
 
 
