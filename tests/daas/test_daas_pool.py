@@ -70,7 +70,7 @@ def make(api, pool: str = "p1", port: int | None = None, **kw: float):  # noqa: 
     backend = KubePodBackend(api, NAMESPACE, pool, templates)
     registry = LeaseRegistry([], TokenSigner(SECRET), ["127.0.0.1:1"], ttl=5.0, probe=None,
                              reap_interval=0.05)
-    kw.setdefault("ready_timeout", 5.0)
+    kw.setdefault("ready_timeout", 30.0)
     return PoolController(registry, backend, **kw), registry, backend
 
 
@@ -89,7 +89,7 @@ def test_templates_come_from_the_manifests(tmp_path: Path) -> None:
 
 def test_scale_up_registers_ready_pods_with_labels(api, kubelet) -> None:  # noqa: ANN001
     ctl, reg, _ = make(api)
-    res = ctl.scale("android", 3, labels={"lang": "en"}, timeout=5)
+    res = ctl.scale("android", 3, labels={"lang": "en"}, timeout=30)
     assert len(res.created) == 3 and sorted(res.ready) == sorted(res.created)
     ours = pod_names(api, **{L_POOL: "p1", "venus.dev/device-kind": "android"})
     assert ours == sorted(res.created)
@@ -115,7 +115,7 @@ def test_scale_up_registers_ready_pods_with_labels(api, kubelet) -> None:  # noq
 
 def test_scale_down_deletes_free_pods_and_keeps_leased_ones(api, kubelet) -> None:  # noqa: ANN001
     ctl, reg, _ = make(api)
-    created = ctl.scale("web", 3, timeout=5).created
+    created = ctl.scale("web", 3, timeout=30).created
     held = reg.lease("w1", "web", 1)[0]
     res = ctl.scale("web", 0)
     assert sorted(res.deleted) == sorted(set(created) - {held.device})
@@ -132,13 +132,14 @@ def test_readiness_timeout_is_typed_and_deletes_the_pods(api, kubelet) -> None: 
     t0 = time.monotonic()
     with pytest.raises(DeviceNotReady, match=r"2/2 pod\(s\) not ready within 0.5s.*Pending"):
         ctl.scale("android", 2, timeout=0.5)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 10  # 0.5 s plus the deletions, on a loaded machine
     assert pod_names(api) == [] and reg.devices == {} and ctl.pods_of("android") == []
 
 
 def test_a_pod_that_fails_is_unregistered_and_later_deleted(api, kubelet) -> None:  # noqa: ANN001
-    ctl, reg, _ = make(api, ready_timeout=0.3)
-    name = ctl.scale("android", 1, timeout=5).created[0]
+    ctl, reg, _ = make(api)
+    name = ctl.scale("android", 1, timeout=30).created[0]
+    ctl.ready_timeout = 0.3
     set_failed(api, name)
     assert ctl.sync()["removed"] == 1 and name not in reg.devices
     time.sleep(0.35)  # it gets ready_timeout to come back, then it is garbage
@@ -155,9 +156,9 @@ def test_orphans_are_collected_after_their_heartbeat_ttl(api, kubelet) -> None: 
     alive, _, _ = make(api, orphan_ttl=30, stamp_every=0)
     crashed, _, _ = make(api, orphan_ttl=30)
     other_pool, _, _ = make(api, pool="p2", orphan_ttl=30)
-    kept = alive.scale("android", 1, timeout=5).created
-    lost = crashed.scale("android", 1, timeout=5).created  # `crashed` never syncs again
-    foreign = other_pool.scale("android", 1, timeout=5).created
+    kept = alive.scale("android", 1, timeout=30).created
+    lost = crashed.scale("android", 1, timeout=30).created  # `crashed` never syncs again
+    foreign = other_pool.scale("android", 1, timeout=30).created
     gc, _, _ = make(api, orphan_ttl=30)
     assert gc.sync()["orphans"] == 0  # young pods are not orphans yet
     for name in kept + lost + foreign:
@@ -172,11 +173,11 @@ def test_orphans_are_collected_after_their_heartbeat_ttl(api, kubelet) -> None: 
 
 def test_quarantined_too_long_is_replaced_by_scaling(api, kubelet) -> None:  # noqa: ANN001
     ctl, reg, _ = make(api, quarantine_ttl=0.0)
-    name = ctl.scale("android", 1, timeout=5).created[0]
+    name = ctl.scale("android", 1, timeout=30).created[0]
     g = reg.lease("w1", "android", 1)[0]
     reg.report_failure(g.lease, "w1", "adb hangs")
     assert ctl.sync()["quarantined"] == 1 and pod_names(api) == [] and reg.devices == {}
-    fresh = ctl.scale("android", 1, timeout=5).created
+    fresh = ctl.scale("android", 1, timeout=30).created
     assert fresh and fresh[0] != name and list(reg.devices) == fresh
 
 
@@ -190,9 +191,9 @@ def test_pod_deleted_under_a_lease_gives_typed_errors_and_frees_the_lease(api, k
     reg.on_end.append(gw.revoke)
     reg.start()
     try:
-        name = ctl.scale("android", 1, timeout=5).created[0]
+        name = ctl.scale("android", 1, timeout=30).created[0]
         ctl.start()  # the background reconcile loop from here on
-        pool = DevicePool(reg, "worker-1", wait=0.5, io_timeout=2.0, heartbeat_interval=0.05)
+        pool = DevicePool(reg, "worker-1", wait=0.5, io_timeout=15.0, heartbeat_interval=0.05)
         with pool.lease("android", 1) as (lease,):
             assert lease.device == name
             with lease.connect() as tunnel:
@@ -201,7 +202,7 @@ def test_pod_deleted_under_a_lease_gives_typed_errors_and_frees_the_lease(api, k
                 api.delete_namespaced_pod(name, NAMESPACE)  # kubectl delete pod, node drain ...
                 with pytest.raises(UpstreamClosed):
                     tunnel.recv(4)  # the gateway closed the lease's session
-            deadline = time.monotonic() + 3
+            deadline = time.monotonic() + 15
             while lease.lost is None and time.monotonic() < deadline:
                 time.sleep(0.02)
             with pytest.raises(LeaseExpired, match=f"pod {name} was deleted"):
@@ -236,7 +237,7 @@ def test_cli_up_ls_down(kube: FakeKubeAPI, api, kubelet) -> None:  # noqa: ANN00
     run = CliRunner().invoke
     common = ["--pool", "cli", "--api-server", kube.url]
     res = run(app, ["devices", "up", "--kind", "web", "-n", "2", "--label", "lang=en",
-                    "--timeout", "10", *common])
+                    "--timeout", "30", *common])
     assert res.exit_code == 0, res.output
     table = yaml.safe_load(res.stdout)["devices"]
     assert [(d["kind"], d["endpoint"], d["labels"]) for d in table] == \
