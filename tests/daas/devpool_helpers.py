@@ -11,6 +11,7 @@ simulated piece; everything the pool itself does goes through the API.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Callable
 
@@ -74,7 +75,7 @@ def set_failed(api: client.CoreV1Api, name: str) -> None:
 class Kubelet:
     """Stand-in kubelet: marks new pods Running + Ready after `delay` s, unless `hold` is set."""
 
-    def __init__(self, api: client.CoreV1Api, delay: float = 0.05,
+    def __init__(self, api: client.CoreV1Api, delay: float = 0.1,
                  accept: Callable[[str], bool] = lambda name: True) -> None:
         self.api = api
         self.delay = delay
@@ -92,9 +93,10 @@ class Kubelet:
         while not self._stop.wait(self.delay):
             if self.hold:
                 continue
-            for p in self.api.list_namespaced_pod(NAMESPACE).items:
-                name = p.metadata.name
-                if name not in self.started and self.accept(name) and not p.status:
+            raw = self.api.list_namespaced_pod(NAMESPACE, _preload_content=False).data
+            for p in json.loads(raw)["items"] or []:
+                name = p["metadata"]["name"]
+                if name not in self.started and self.accept(name) and not p.get("status"):
                     self.started.add(name)
                     try:
                         set_ready(self.api, name)

@@ -226,6 +226,13 @@ def test_api_server_down_is_a_typed_error_within_the_timeout() -> None:
     with pytest.raises(PodAPIError, match="list pods in namespace venus"):
         backend.list_pods()
     assert time.monotonic() - t0 < 3
+    registry = LeaseRegistry([], TokenSigner(SECRET), ["127.0.0.1:1"], probe=None)
+    ctl = PoolController(registry, backend, interval=0.02)
+    with pytest.raises(PodAPIError):
+        ctl.scale("web", 1)
+    with ctl:  # the reconcile loop logs the failures and keeps trying
+        time.sleep(0.2)
+        assert ctl._thread is not None and ctl._thread.is_alive()
 
 
 def test_cli_up_ls_down(kube: FakeKubeAPI, api, kubelet) -> None:  # noqa: ANN001
