@@ -258,3 +258,48 @@ def test_cli_up_ls_down(kube: FakeKubeAPI, api, kubelet) -> None:  # noqa: ANN00
     assert pod_names(api) == []
     bad = run(app, ["devices", "ls", "--api-server", "http://127.0.0.1:9"])
     assert bad.exit_code == 2 and "list pods in namespace venus" in bad.output
+
+
+@pytest.mark.slow
+def test_cli_up_serve_runs_the_registry_until_sigterm(
+        kube: FakeKubeAPI, api, kubelet, tmp_path: Path) -> None:  # noqa: ANN001
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from venus_core.io.devicepool import DEFAULT_MANIFEST
+
+    # the registry probes a device before leasing it: an echo server answers ADB's CNXN with CNXN
+    echo = tcp_server("echo")
+    manifest = tmp_path / "device-pool.yaml"
+    manifest.write_text(DEFAULT_MANIFEST.read_text().replace(
+        "containerPort: 5555", f"containerPort: {echo.port}"))
+    env = dict(os.environ, VENUS_GATEWAY_SECRET="serve-test-secret-0123456789abcdef")
+    venus = str(Path(sys.executable).parent / "venus")
+    proc = subprocess.Popen(
+        [venus, "devices", "up", "--kind", "android", "-n", "2", "--manifest", str(manifest),
+         "--api-server", kube.url, "--pool", "srv", "--serve", "0", "--timeout", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            assert line, f"exited early: {proc.wait()} {proc.stdout.read()}"
+            if line.startswith("# registry "):
+                url = line.split()[2].rstrip(",")
+        status = json.loads(urllib.request.urlopen(f"{url}/v1/status", timeout=10).read())
+        assert status["devices"] == 2 and status["leased"] == 0
+        grant = json.loads(urllib.request.urlopen(urllib.request.Request(
+            f"{url}/v1/lease", data=json.dumps({"client": "w", "kind": "android"}).encode(),
+            method="POST"), timeout=10).read())["grants"][0]
+        assert grant["device"] in pod_names(api)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(30)
+        echo.shutdown()
+        echo.server_close()
+    assert rc == 0, proc.stderr.read()[-2000:]

@@ -117,13 +117,13 @@ def up(
                f" kept (leased) {len(res.kept_leased)}", err=True)
     if serve is None:
         return
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     registry.start()
     http = LeaseHTTPServer(registry, host, serve).start()
     ctl.start()
     typer.echo(f"# registry {http.url}, pool {pool} in {namespace}", err=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     try:
         stop.wait()
     finally:
