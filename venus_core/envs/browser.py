@@ -84,6 +84,9 @@ class BrowserHost:
         if threading.current_thread() is self.thread:
             coro.close()
             raise EnvError("BrowserHost.call from the browser thread would deadlock")
+        if self.loop.is_closed() or not self.thread.is_alive():
+            coro.close()
+            raise EnvError("the browser host is closed")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout)
