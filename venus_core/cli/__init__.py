@@ -23,6 +23,7 @@ from venus_core.cli import (
     run_cmd,
     runs_cmd,
     score_cmd,
+    serve_cmd,
     synth_cmd,
     train_cmd,
 )
@@ -40,7 +41,8 @@ for _module in (synth_cmd, import_cmd, score_cmd, collect_cmd):
     _module.register(data_app)
 app.add_typer(spec_app, name="spec")
 app.add_typer(data_app, name="data")
-for _module in (agent_cmd, devices_cmd, run_cmd, pipeline_cmd, train_cmd, merge_cmd, eval_cmd, runs_cmd, gateway_cmd):
+for _module in (agent_cmd, devices_cmd, run_cmd, pipeline_cmd, train_cmd, merge_cmd, eval_cmd, runs_cmd, gateway_cmd,
+                serve_cmd):
     _module.register(app)
 
 
