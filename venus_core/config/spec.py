@@ -71,6 +71,18 @@ class TinyModelSpec(Section):
     patch_size: int = Field(16, ge=2, description="vision patch size in pixels")
     spatial_merge_size: int = Field(2, ge=1, description="patches merged per side into one visual token")
     image_size: int = Field(128, ge=32, description="square screen size the tiny model sees (pixels)")
+    vision_pos_init_std: float = Field(
+        2.0,
+        ge=0.0,
+        description="std of the vision tower's learned position table at init (transformers' default "
+        "0.02 hides position from the text model: see docs/learning.md)",
+    )
+    merger_output_gain: float = Field(
+        30.0,
+        gt=0.0,
+        description="factor on the visual merger's output layer at init, so image tokens start at "
+        "about the scale of a trained model's (see docs/learning.md)",
+    )
     seed: int = Field(0, description="seed for weight initialisation and tokenizer training")
 
 

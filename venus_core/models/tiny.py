@@ -70,6 +70,29 @@ def mrope_section(head_dim: int) -> list[int]:
     return [half - 2 * hw, hw, hw]
 
 
+def _init_vision_path(model: torch.nn.Module, spec: TinyModelSpec) -> None:
+    """Re-initialise the two tensors that decide whether a randomly initialised tiny model can
+    learn WHERE things are on the screen (measured, docs/learning.md):
+
+    - the vision tower's learned position table (`pos_embed`): transformers draws it with std 0.02,
+      ~40x smaller than the patch features, so position is ~2 % of every image token. Drawn here
+      with std `vision_pos_init_std` (random, near-orthogonal codes; a smooth 2-D sin/cos table of the
+      same norm did NOT learn in the same budget);
+    - the merger's output layer, scaled by `merger_output_gain`, so image tokens enter the text
+      model at a scale that survives the first layer's residual updates (a trained Qwen-VL's image
+      tokens are far larger than its text embeddings). The deepstack mergers keep their default
+      scale: scaling them too stalled learning again.
+
+    Column task (where is a square, 4 classes; no information = 0.347 nats/token): default init
+    stays at 0.345 after 900 steps; with both changes 0.005–0.02 after 250 steps (two data seeds).
+    """
+    visual = model.model.visual
+    with torch.no_grad():
+        visual.pos_embed.weight.normal_(0.0, spec.vision_pos_init_std)
+        visual.merger.linear_fc2.weight.mul_(spec.merger_output_gain)
+        visual.merger.linear_fc2.bias.mul_(spec.merger_output_gain)
+
+
 def tiny_config(spec: TinyModelSpec, token_ids: dict[str, int], vocab_size: int) -> Qwen3VLConfig:
     """The Qwen3VLConfig of the tiny model (token ids from the locally trained tokenizer)."""
     _check(spec)
@@ -132,6 +155,7 @@ def build_tiny(spec: TinyModelSpec, out_dir: str | Path) -> Path:
     try:
         torch.manual_seed(spec.seed)
         model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+        _init_vision_path(model, spec)
     finally:
         torch.random.set_rng_state(state)
     model.generation_config = GenerationConfig(
