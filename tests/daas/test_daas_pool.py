@@ -40,8 +40,10 @@ from venus_core.io.devicepool import (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def kube() -> Iterator[FakeKubeAPI]:
+    """A fresh fake API server per test (kmock keeps every object's history, and a long-lived
+    one gets slower test after test)."""
     k = FakeKubeAPI()
     yield k
     k.stop()
@@ -49,10 +51,7 @@ def kube() -> Iterator[FakeKubeAPI]:
 
 @pytest.fixture()
 def api(kube: FakeKubeAPI):  # noqa: ANN201 - CoreV1Api
-    a = kube.api()
-    yield a
-    for name in pod_names(a):  # every test starts from an empty namespace
-        a.delete_namespaced_pod(name, NAMESPACE)
+    return kube.api()
 
 
 @pytest.fixture()
