@@ -1,0 +1,142 @@
+"""MiniWoB++ in a REAL headless Chromium: task references, seeded episodes, the page's own reward
+as success, the DOM-aware oracles, and `venus data collect` (dataset and raw traces, the latter
+imported back with the miniwob-traces importer to the same records)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from venus_core.actions import Click, Finished, Launch, Type, Wait
+from venus_core.cli import app
+from venus_core.config.registry import ENVS
+from venus_core.data import DatasetReader
+from venus_core.data.importers import run_import
+from venus_core.data.validate import validate_dataset
+from venus_core.envs import EnvError, MiniWobEnv, Task
+from venus_core.envs.miniwob import parse_ref, task_names, task_ref
+from venus_core.envs.miniwob_collect import collect, run_oracle
+from venus_core.envs.miniwob_oracle import SOLVERS, Page, solver_for
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[MiniWobEnv]:
+    e = MiniWobEnv(wait_s=0.05)
+    yield e
+    e.close()
+
+
+def test_registered_and_task_refs() -> None:
+    assert ENVS.get("miniwob") is MiniWobEnv and ENVS.get("web").__name__ == "WebEnv"
+    assert len(task_names()) > 100 and set(SOLVERS) <= set(task_names())
+    assert parse_ref(task_ref("click-button", 12)) == ("click-button", 12)
+    for bad in ("synth:level=1", "miniwob:click-button", "miniwob:Click,seed=1", "miniwob:x,seed=a"):
+        with pytest.raises(EnvError, match="not a MiniWoB reference"):
+            parse_ref(bad)
+    with pytest.raises(ValueError, match="no oracle"):
+        solver_for("chase-circle")
+
+
+def test_seeded_episodes_are_deterministic(env: MiniWobEnv) -> None:
+    a, b = env.make_task("enter-text", 3), env.make_task("enter-text", 3)
+    others = {env.make_task("enter-text", s).goal for s in range(4, 9)}
+    assert a == b and a.goal.startswith("Enter \"") and a.app == "enter-text"
+    assert len(others | {a.goal}) > 2
+    obs = env.reset(a)
+    assert obs.size == (320, 420) and obs.extras["task"] == "enter-text"
+    assert Page(env).query() == a.goal  # the instruction is the page's own #query
+    with pytest.raises(EnvError, match="unknown MiniWoB task"):
+        env.make_task("no-such-task", 1)
+    with pytest.raises(EnvError, match="does not match"):
+        env.reset(Task(goal="Something else.", app="enter-text", success_check=a.success_check))
+
+
+def test_success_is_the_page_reward(env: MiniWobEnv) -> None:
+    task = env.make_task("enter-text", 4)
+    name = task.goal.split('"')[1]
+    env.reset(task)
+    assert not env.is_successful()
+    page = Page(env)
+    env.step(Click(box=page.click(page.one("#tt"), "", "").action.box))  # type: ignore[attr-defined]
+    env.step(Type(content=name))
+    assert not env.is_successful()  # right text, not submitted: the page has not rewarded yet
+    _, done, info = env.step(Click(box=page.click(page.one("#subbtn"), "", "").action.box))  # type: ignore[attr-defined]
+    assert done and info["task_done"] and info["reward"] == 1.0 and not info["truncated"]
+    assert env.is_successful()
+    with pytest.raises(EnvError, match="episode is over"):
+        env.step(Wait())
+
+
+def test_finished_early_and_leaving_the_page_are_failures(env: MiniWobEnv) -> None:
+    env.reset(env.make_task("click-button", 1))
+    _, done, info = env.step(Finished())
+    assert done and info["terminated"] and not env.is_successful()
+    env.reset(env.make_task("click-button", 1))
+    _, done, _ = env.step(Launch(url="data:text/html,<p>away</p>"))
+    assert not done and env.read_state()["on_task"] is False and not env.is_successful()
+
+
+def test_original_episode_timer_ends_the_episode() -> None:
+    with MiniWobEnv(episode_ms=1000, wait_s=1.3) as short:
+        short.reset(short.make_task("click-button", 2))
+        _, done, info = short.step(Wait())
+    assert done and info["reward"] == -1 and info["reason"] == "timed out"
+    with pytest.raises(ValueError, match="episode_ms"):
+        MiniWobEnv(episode_ms=10)
+
+
+@pytest.mark.slow
+def test_every_oracle_solves_its_task(env: MiniWobEnv) -> None:
+    for name in sorted(SOLVERS):
+        ep = run_oracle(env, name, 11)
+        assert ep.success and ep.reward == 1.0, (name, ep.error)
+        assert ep.steps and all(s.screenshot.size == (320, 420) for s in ep.steps)
+        clicks = [s.step for s in ep.steps if isinstance(s.step.action, Click)]
+        for step in clicks:  # the point lies in the element's box
+            x, y = step.action.box  # type: ignore[attr-defined]
+            x1, y1, x2, y2 = step.target_box  # type: ignore[misc]
+            assert x1 <= x <= x2 and y1 <= y <= y2, (name, step)
+
+
+@pytest.mark.slow
+def test_collect_dataset_and_raw_traces_agree(tmp_path: Path) -> None:
+    tasks = ["click-checkboxes", "login-user"]  # no timing-dependent Wait steps (autocomplete has)
+    report = collect(tasks, 1, tmp_path / "ds", seed=20)
+    assert report.attempted == {t: 1 for t in tasks} and report.written == sum(report.succeeded.values())
+    assert report.written == 2 and validate_dataset(tmp_path / "ds").ok
+    raw = collect(tasks, 1, tmp_path / "raw", seed=20, raw=True)
+    assert raw.succeeded == report.succeeded
+    imported = run_import("miniwob-traces", tmp_path / "raw", tmp_path / "imp", options={"min_reward": "1"})
+    assert imported.imported == report.written
+    ds, imp = DatasetReader(tmp_path / "ds"), DatasetReader(tmp_path / "imp")
+    direct = {t.episode_id: t for t in ds}
+    for t in imp:
+        d = direct[t.episode_id]
+        assert t.platform == d.platform == "web" and t.success and t.goal == d.goal
+        assert [s.action for s in t.steps] == [s.action for s in d.steps]
+        for a, b in zip(t.steps, d.steps, strict=True):  # the same screenshots (PNG bytes may differ)
+            assert imp.open_image(a.image).tobytes() == ds.open_image(b.image).tobytes()
+        assert [s.target_box for s in t.steps] == [s.target_box for s in d.steps]
+        assert d.provenance.generator == "miniwob-oracle" and d.provenance.seed == t.provenance.seed
+
+
+@pytest.mark.slow
+def test_collect_cli(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    runner = CliRunner()
+    res = runner.invoke(app, ["data", "collect", "--env", "miniwob", "--tasks", "click-button,focus-text",
+                              "-n", "2", "-o", str(tmp_path / "d"), "--seed", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["tasks"]["click-button"] == {"attempted": 2, "succeeded": 2, "success_rate": 1.0}
+    assert out["written"] == 4 and out["failures"] == []
+    res = runner.invoke(app, ["data", "validate", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["data", "collect", "--tasks", "chase-circle", "-o", str(tmp_path / "e")])
+    assert res.exit_code == 2 and "no oracle" in res.output
+    assert time.perf_counter() - start < 120
