@@ -18,6 +18,7 @@ import requests
 from PIL import Image
 
 from models_helpers import screen
+from venus_core.models.backends import GenerationBackend, TransformersBackend, make_backend
 from venus_core.models.generation import generate
 from venus_core.models.openai_client import ChatClient, ChatError, chat_body, image_data_url
 from venus_core.models.prompts import build_messages, grounding_prompt
@@ -51,9 +52,13 @@ def test_concurrent_greedy_requests_are_batched_and_match_in_process(tiny, serve
     health = _health(served)
     assert health["requests"] == 8 and health["rows"] == 8
     assert health["batches"] <= 2 and max(int(k) for k in health["batch_sizes"]) >= 4, health
-    sequential = ChatClient(served.base_url, "tiny", concurrency=1)
+    sequential = make_backend(base_url=served.base_url, model_name="tiny", batch_size=1)
+    local = make_backend(model=model, processor=processor, batch_size=3)
+    assert isinstance(sequential, GenerationBackend) and isinstance(local, TransformersBackend)
+    assert isinstance(local, GenerationBackend)
     assert sequential.generate(chats[:2], 10, temperature=0.0, repetition_penalty=1.05) == expected[:2]
     assert _health(served)["batches"] == health["batches"] + 2  # one at a time: one batch each
+    assert local.generate(chats, 10, temperature=0.0, repetition_penalty=1.05) == expected  # chunks of 3
 
 
 def test_sampling_n_and_stop(served) -> None:  # type: ignore[no-untyped-def]

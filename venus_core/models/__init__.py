@@ -4,7 +4,9 @@
 tiny default), `tiny` (the tiny Qwen3-VL built from TinyModelSpec), `tokenizer` (its locally trained
 BPE tokenizer), `processor` (image-only Qwen-VL processor without torchvision), `prompts`
 (UI-Venus-1.5 grounding / navigation prompts, no transformers needed), `batches` (records ->
-examples -> training batches) and `generation` (batched transformers generation).
+examples -> training batches), `generation` (batched transformers generation), `openai_client` (the
+same batch API over an OpenAI-compatible server), `backends` (the one interface over both) and
+`server` (`venus serve`).
 
 Names are resolved lazily: `from venus_core.models.prompts import grounding_prompt` must not pay
 for importing transformers (several seconds), which only the model modules need.
@@ -25,6 +27,10 @@ _EXPORTS: dict[str, str] = {
     "record_to_example": "batches",
     "target_text": "batches",
     "generate": "generation",
+    "ChatClient": "openai_client",
+    "GenerationBackend": "backends",
+    "TransformersBackend": "backends",
+    "make_backend": "backends",
     "load_model": "loading",
     "resolve_dtype": "loading",
     "save_model": "loading",
