@@ -114,6 +114,7 @@ class OfflineRLDomainSpec(Section):
     history_alignment: HistoryAlignmentSpec | None = Field(None, description="navigation only")
     sparse_actions: SparseActionSpec | None = Field(None, description="navigation only")
     seed: int = Field(0, description="seed")
+    save_every: int = Field(20, ge=1, description="checkpoint every N steps when the job has --checkpoints (exact resume)")
 
 
 class GroundingRLSpec(OfflineRLDomainSpec):

@@ -238,26 +238,42 @@ class OfflineGRPO:
         steps: int | None = None,
         hook: StepHook | None = None,
         after_epoch: Callable[[int], None] | None = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
+        resume: Mapping[str, Any] | None = None,
     ) -> list[dict[str, float]]:
         """Run `steps` (default: max_steps) GRPO steps; each epoch is a seeded shuffle of
         `items_for_epoch(epoch)` cut into `prompts_per_step` chunks (a short last chunk is dropped
-        unless it is the only one). `after_epoch(epoch)` runs when an epoch's prompts are used up."""
+        unless it is the only one). `after_epoch(epoch)` runs when an epoch's prompts are used up.
+
+        Exact resume: `on_step(loop)` gets, after every step, the loop position (JSON-able: steps
+        done, epoch, chunks done in it, the shuffle RNG as it was when the epoch started); a
+        checkpoint stores it with the weights and optimizer, and `resume=loop` continues from
+        there (rollout seeds are per step, so the continuation is the uninterrupted run's)."""
         total = steps if steps is not None else self.max_steps
         rng = random.Random(self.spec.seed)
         history: list[dict[str, float]] = []
-        step, epoch = 0, 0
+        step, epoch, first_chunk = 0, 0, 0
+        if resume is not None:
+            step, epoch, first_chunk = int(resume["step"]), int(resume["epoch"]), int(resume["chunk"])
+            version, state, gauss = resume["rng"]
+            rng.setstate((version, tuple(state), gauss))
         p = self.spec.prompts_per_step
         while step < total:
+            epoch_rng = rng.getstate()
             items = list(items_for_epoch(epoch))
             if not items:
                 raise ValueError(f"epoch {epoch}: no prompts to train on")
             rng.shuffle(items)
             n_chunks = max(1, len(items) // p)
-            for k in range(n_chunks):
+            for k in range(first_chunk, n_chunks):
                 if step >= total:
                     break
                 history.append(self.step(items[k * p : (k + 1) * p], step, hook))
                 step += 1
+                if on_step is not None:
+                    on_step({"step": step, "epoch": epoch, "chunk": k + 1,
+                             "rng": [epoch_rng[0], list(epoch_rng[1]), epoch_rng[2]]})
+            first_chunk = 0
             if after_epoch is not None and step < total:
                 after_epoch(epoch)
             epoch += 1

@@ -20,7 +20,7 @@ from venus_core.data.schema import NavigationStep
 from venus_core.models.batches import OpenImage
 from venus_core.rewards.base import RewardResult, score_batch
 from venus_core.rl.grpo import OfflineGRPO, PromptItem
-from venus_core.rl.history import ThoughtPool, action_mix, add_rollouts, align_history, sparse_variants
+from venus_core.rl.history import PooledThought, ThoughtPool, action_mix, add_rollouts, align_history, sparse_variants
 from venus_core.rl.prompts import navigation_item
 from venus_core.rl.rollout import RolloutBatch, sample_groups
 from venus_core.train.tracker import Tracker
@@ -56,6 +56,29 @@ class NavigationEpochs:
         self.variants, self.distinct = sparse_variants(self.current, self.pool, sa.actions, sa.variants, self.rng)
         for v in self.variants:
             self.by_id[v.id] = v
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state (aligned steps, variants, thought pool, RNG, stats) for exact resume."""
+        return {
+            "current": [s.model_dump(mode="json") for s in self.current],
+            "variants": [s.model_dump(mode="json") for s in self.variants],
+            "distinct": getattr(self, "distinct", 0),
+            "pool": [[ep, idx, [[t.think, t.reward] for t in bucket]] for (ep, idx), bucket in self.pool.entries.items()],
+            "rng": [self.rng.getstate()[0], list(self.rng.getstate()[1]), self.rng.getstate()[2]],
+            "stats": self.stats,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.current = [NavigationStep.model_validate(s) for s in state["current"]]
+        self.variants = [NavigationStep.model_validate(s) for s in state["variants"]]
+        self.distinct = int(state["distinct"])
+        self.pool = ThoughtPool(max_per_step=self.pool.max_per_step)
+        for ep, idx, bucket in state["pool"]:
+            self.pool.entries[(ep, int(idx))] = [PooledThought(think, float(r)) for think, r in bucket]
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.stats = state["stats"]
+        self.by_id.update({s.id: s for s in self.current + self.variants})
 
     def items_for_epoch(self, epoch: int) -> list[PromptItem]:
         return [navigation_item(s, self.open_image) for s in self.current + self.variants]

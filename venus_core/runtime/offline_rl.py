@@ -1,7 +1,7 @@
 """Runtime job `offline_rl`: one offline GRPO specialist (grounding, mobile or web) from an SFT checkpoint.
 
     python -m venus_core.runtime.offline_rl --domain grounding|mobile|web --spec AGENT \
-        --model CKPT_DIR --data DIR [--data DIR] [--eval-data DIR] --out DIR [--set k=v]
+        --model CKPT_DIR --data DIR [--data DIR] [--eval-data DIR] --out DIR [--checkpoints DIR] [--set k=v]
 
 Writes `OUT/model/` (HF checkpoint, LoRA merged), `OUT/metrics.jsonl` (every GRPO step through the
 Tracker interface) and `OUT/report.json`: provenance (inputs + sha256, resolved spec, git
@@ -16,6 +16,7 @@ episode (navigation) or record (grounding) of min(`eval.held_out`, 20 %) records
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import random
 import sys
@@ -31,6 +32,7 @@ from venus_core.config import AgentSpec
 from venus_core.data.schema import GroundingSample, NavigationStep
 from venus_core.data.store import DatasetReader
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.rl_checkpoint import Checkpointing, StoppedAt
 from venus_core.runtime.tracking import job_tracking
 from venus_core.train.tracker import JsonlTracker, Tracker
 
@@ -96,8 +98,14 @@ def _rates(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: Path, *,
-        eval_data: Sequence[str] = (), tracker: Tracker | None = None, minibatches: int = 1) -> dict[str, Any]:
-    """The job body (also called in process by tests and the pipeline's local runner)."""
+        eval_data: Sequence[str] = (), tracker: Tracker | None = None, minibatches: int = 1,
+        checkpoints: Path | None = None, stop_at: int | None = None) -> dict[str, Any]:
+    """The job body (also called in process by tests and the pipeline's local runner).
+
+    With `checkpoints`, the trainer's state (weights, optimizer, RNG, loop position, and for
+    navigation the aligned histories and thought pool) is saved there every `save_every` steps
+    and at the end, and a run that finds a checkpoint there continues from it exactly.
+    `stop_at` (tests) ends training after that many steps, as a kill would, without outputs."""
     from venus_core.models.loading import load_model, save_model
     from venus_core.rl.grpo import OfflineGRPO
     from venus_core.rl.navigation import NavigationEpochs
@@ -139,16 +147,19 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     before = evaluate(model)
     t_eval = time.perf_counter() - t0
     trainer = OfflineGRPO(model, processor, dspec, tracker, minibatches=minibatches)
+    epochs = NavigationEpochs(train, opener, dspec, tracker) if domain != "grounding" else None
+    ckpt = Checkpointing(checkpoints, trainer, epochs, dspec.save_every, stop_at)
+    resume = ckpt.restore()
     nav_stats: dict[str, Any] | None = None
     t1 = time.perf_counter()
-    if domain == "grounding":
+    if epochs is None:
         items = [grounding_item(r, opener) for r in train]
-        trainer.train(lambda epoch: items)
+        trainer.train(lambda epoch: items, on_step=ckpt.on_step, resume=resume)
     else:
-        epochs = NavigationEpochs(train, opener, dspec, tracker)
-        trainer.train(epochs.items_for_epoch, hook=epochs.hook,
+        trainer.train(epochs.items_for_epoch, hook=epochs.hook, on_step=ckpt.on_step, resume=resume,
                       after_epoch=lambda e: epochs.after_epoch(trainer, e))
         nav_stats = epochs.stats
+    ckpt.final()
     t_train = time.perf_counter() - t1
     final = trainer.trained_model()
     final.eval()
@@ -162,6 +173,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
         "trainer": trainer.summary(),
         "steps": dspec.max_steps,
         "seconds": {"train": round(t_train, 1), "eval_each": round(t_eval, 1)},
+        "resumed_from_step": None if resume is None else resume["step"],
         "torch_threads": torch.get_num_threads(),
     }
     if nav_stats is not None:
@@ -184,12 +196,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", required=True, help="HF checkpoint directory to start from")
     p.add_argument("--data", action="append", required=True, help="dataset directory (repeatable)")
     p.add_argument("--eval-data", action="append", default=[], help="held-out dataset directory (repeatable)")
+    p.add_argument("--checkpoints", default=None, metavar="DIR",
+                   help="checkpoint directory (a PVC on a cluster): saved every save_every steps, resumed when present")
+    p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N, as a kill would
     args = p.parse_args(argv)
     spec = load_job_spec(args)
     out = Path(args.out)
     with job_tracking(JOB, spec, out, section=f"offline_rl.{args.domain}",
                       tags={"venus.domain": args.domain}) as tracker:
-        report = run(spec, args.domain, args.model, args.data, out, eval_data=args.eval_data, tracker=tracker)
+        try:
+            report = run(spec, args.domain, args.model, args.data, out, eval_data=args.eval_data, tracker=tracker,
+                         checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at)
+        except StoppedAt as stop:
+            print(f"offline_rl: stopped after step {stop.step} (--stop-at)", file=sys.stderr)
+            return 3
         tracker.record_provenance(report["provenance"])
     if "skipped" in report:
         print(report["skipped"])
