@@ -108,8 +108,11 @@ def io_floor(inputs: list[Path], out: Path) -> float:
     return dt
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of a command under GNU time."""
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds user + system) of a command under GNU time.
+
+    CPU seconds are reported too because the benchmark machine is shared: wall time depends on
+    the other load, CPU time much less."""
     res = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(f"{cmd[0]} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
@@ -118,7 +121,8 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     secs = 0.0
     for part in wall.split(":"):
         secs = secs * 60 + float(part)
-    return secs, rss
+    cpu = sum(float(re.search(rf"{k} time \(seconds\): (\S+)", res.stderr).group(1)) for k in ("User", "System"))
+    return secs, rss, cpu
 
 
 def max_abs_diff(a: Path, b: Path) -> tuple[float, int, int]:
@@ -170,17 +174,23 @@ def main() -> None:
                 "-o", str(work / "out_venus")]
 
     floor = io_floor([base, *fts], work / "floor.tmp")
-    mk_wall, mk_rss = timed(mk_cmd, env)
-    our_wall, our_rss = timed(ours_cmd, env)
+    load0 = Path("/proc/loadavg").read_text().split()[:3]
+    mk_wall, mk_rss, mk_cpu = timed(mk_cmd, env)
+    load1 = Path("/proc/loadavg").read_text().split()[:3]
+    our_wall, our_rss, our_cpu = timed(ours_cmd, env)
+    load2 = Path("/proc/loadavg").read_text().split()[:3]
     worst, nonequal, large = max_abs_diff(work / "out_mergekit", work / "out_venus")
 
     print(f"checkpoint: Qwen2 {args.layers} layers, fp32, {size / 2**30:.2f} GiB each; base + 3 fine-tunes; "
-          f"TIES density {args.density}, weights 1, normalize, lambda 1; {os.cpu_count()} CPUs")
+          f"TIES density {args.density}, weights 1, normalize, lambda 1; {os.cpu_count()} CPUs, "
+          f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}")
+    print(f"load average (1/5/15 min) before mergekit {' '.join(load0)}, before ours {' '.join(load1)}, "
+          f"after {' '.join(load2)}")
     print(f"I/O floor (read 4 inputs + write 1 output, page cache warm): {floor:.1f} s")
-    print(f"mergekit {'':6}: wall {mk_wall:7.1f} s   peak RSS {mk_rss:8.0f} MiB")
-    print(f"venus merge   : wall {our_wall:7.1f} s   peak RSS {our_rss:8.0f} MiB   "
+    print(f"mergekit {'':6}: wall {mk_wall:7.1f} s   CPU {mk_cpu:7.1f} s   peak RSS {mk_rss:8.0f} MiB")
+    print(f"venus merge   : wall {our_wall:7.1f} s   CPU {our_cpu:7.1f} s   peak RSS {our_rss:8.0f} MiB   "
           f"(max_working_bytes {args.max_working_bytes >> 20} MiB)")
-    print(f"speed-up vs mergekit {mk_wall / our_wall:.2f}x (target >= 2)   "
+    print(f"speed-up vs mergekit {mk_wall / our_wall:.2f}x wall, {mk_cpu / our_cpu:.2f}x CPU (target >= 2)   "
           f"RSS ratio {our_rss / mk_rss:.2f} (target <= 0.5)   "
           f"vs I/O floor {our_wall / floor:.2f}x (target <= 1.5)")
     print(f"max |venus - mergekit| = {worst:.3g}  ({nonequal} elements differ, {large} by more than 1e-6: "

@@ -17,7 +17,10 @@ def _run(taus: torch.Tensor, k: int, chunk: int, ties: str = "index") -> torch.T
     n = taus.shape[1]
     parts = lambda: [taus[:, i:i + chunk].clone() for i in range(0, n, chunk)]  # noqa: E731
     ths = find_thresholds(parts, [k] * taus.shape[0], n, ties)  # type: ignore[arg-type]
-    kept = [apply_thresholds(c, ths) for c in parts()]
+    kept = []
+    for c in parts():
+        apply_thresholds(c, ths)
+        kept.append(c != 0)
     return torch.cat(kept, dim=1)
 
 

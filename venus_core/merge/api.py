@@ -117,6 +117,16 @@ def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path 
         raise FileExistsError(f"{out_p}: output directory is not empty")
     out_p.mkdir(parents=True, exist_ok=True)
 
+    try:
+        return _merge(cfg, method, weights, base_p, model_ps, out_p, base_r, model_rs, jobs, tokenizer)
+    finally:
+        for r in (base_r, *model_rs):
+            r.close()
+
+
+def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p: Path, model_ps: list[Path],
+           out_p: Path, base_r: CheckpointReader, model_rs: list[CheckpointReader], jobs: list[TensorJob],
+           tokenizer: dict[str, str]) -> dict[str, object]:
     engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, cfg.threshold_ties)
     policy = {p: cfg.parts.get(p, PartPolicy()) for p in PARTS}
     density = {p: policy[p].density or cfg.density for p in PARTS}

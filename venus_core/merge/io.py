@@ -1,9 +1,12 @@
 """Streaming safetensors I/O for merging: read row chunks, write sharded output, copy the rest.
 
-Why: a merge must not need memory proportional to the model. Inputs are read with safetensors
-`safe_open` (memory-mapped) one row-chunk at a time; the handle is opened per chunk so that the
-mapped pages of a finished chunk leave the process (a long-lived mapping would keep every touched
-page resident and RSS would grow to the size of all inputs).
+Why: a merge must not need memory proportional to the model. Headers are read with safetensors
+`safe_open`; tensor data is reached through zero-copy flat views of one private memory map per
+file (`CheckpointReader.view`), so a block of a tensor costs no copy and no fresh allocation
+(on this kind of VM, page-faulting fresh buffers cost more than the arithmetic). Pages of a
+finished range are dropped from the process with `madvise(MADV_DONTNEED)` (`release`), otherwise
+every touched page would stay resident and RSS would grow to the size of all inputs; the page
+cache keeps them, so a second pass over a tensor re-maps them cheaply.
 
 Departure from the safetensors library: it can only *write* a whole dict of in-memory tensors.
 The output here is written incrementally instead: every output tensor's dtype and shape equal
@@ -18,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import shutil
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -56,6 +59,7 @@ class TensorInfo:
     dtype: str  # safetensors dtype string, e.g. "BF16"
     shape: tuple[int, ...]
     file: Path
+    offset: int = 0  # absolute byte offset of the data in `file`
 
     @property
     def numel(self) -> int:
@@ -100,7 +104,9 @@ class CheckpointReader:
                 raise CheckpointError(f"{index}: lists missing shard {missing[0]!r}")
             files = [self.root / w for w in sorted(wanted)]
         self.tensors: dict[str, TensorInfo] = {}
+        self._maps: dict[Path, tuple[BinaryIO, mmap.mmap]] = {}
         for f in files:
+            offsets = _data_offsets(f)
             with safe_open(f, framework="pt") as h:
                 for key in h.keys():
                     if key in self.tensors:
@@ -109,15 +115,67 @@ class CheckpointReader:
                     dtype = sl.get_dtype()
                     if dtype not in DTYPES:
                         raise CheckpointError(f"{f}: tensor {key!r} has unsupported dtype {dtype}")
-                    self.tensors[key] = TensorInfo(key, dtype, tuple(sl.get_shape()), f)
+                    self.tensors[key] = TensorInfo(key, dtype, tuple(sl.get_shape()), f, offsets[key])
 
-    def read(self, key: str, start: int | None = None, stop: int | None = None) -> torch.Tensor:
-        """Rows [start, stop) along dim 0 (the whole tensor if no range or a 0-d tensor)."""
+    def _map(self, f: Path) -> mmap.mmap:
+        if f not in self._maps:
+            fh = open(f, "rb")
+            # private (copy-on-write) mapping: writable buffer for torch.frombuffer, never written
+            self._maps[f] = (fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY))
+        return self._maps[f][1]
+
+    def view(self, key: str, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Flat elements [start, stop) of a tensor as a zero-copy view of the mapped file."""
         info = self.tensors[key]
-        with safe_open(info.file, framework="pt") as h:
-            if not info.shape or start is None:
-                return h.get_tensor(key)
-            return h.get_slice(key)[start:stop]
+        dtype = DTYPES[info.dtype]
+        stop = info.numel if stop is None else stop
+        count = stop - start
+        if count <= 0:
+            return torch.empty(0, dtype=dtype)
+        size = dtype.itemsize
+        offset = info.offset + start * size
+        mm = self._map(info.file)
+        if offset % size:  # misaligned (after an odd-length narrower tensor): copy
+            return torch.frombuffer(mm, dtype=torch.uint8, count=count * size, offset=offset).clone().view(dtype)
+        return torch.frombuffer(mm, dtype=dtype, count=count, offset=offset)
+
+    def release(self, key: str, start: int = 0, stop: int | None = None) -> None:
+        """Drop the mapped pages of flat elements [start, stop) from this process (not the cache)."""
+        info = self.tensors[key]
+        if info.file not in self._maps:
+            return
+        size = DTYPES[info.dtype].itemsize
+        stop = info.numel if stop is None else stop
+        lo = (info.offset + start * size) // mmap.PAGESIZE * mmap.PAGESIZE
+        hi = info.offset + stop * size
+        mm = self._maps[info.file][1]
+        hi = min(len(mm), -(-hi // mmap.PAGESIZE) * mmap.PAGESIZE)
+        if hi > lo:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+    def close(self) -> None:
+        """Unmap the files (views must be gone; a map still exported stays open until collected)."""
+        for fh, mm in self._maps.values():
+            try:
+                mm.close()
+            except BufferError:
+                pass
+            fh.close()
+        self._maps.clear()
+
+
+def _data_offsets(f: Path) -> dict[str, int]:
+    """Absolute byte offset of each tensor's data (safetensors: u64 header size, JSON header)."""
+    with open(f, "rb") as fh:
+        head = fh.read(8)
+        if len(head) != 8:
+            raise CheckpointError(f"{f}: not a safetensors file (shorter than 8 bytes)")
+        (n,) = struct.unpack("<Q", head)
+        try:
+            header = json.loads(fh.read(n))
+        except ValueError as exc:
+            raise CheckpointError(f"{f}: unreadable safetensors header ({exc})") from exc
+    return {k: 8 + n + int(v["data_offsets"][0]) for k, v in header.items() if k != "__metadata__"}
 
 
 def tokenizer_digests(root: Path) -> dict[str, str]:
@@ -237,12 +295,3 @@ def write_manifest(out_dir: Path, digests: dict[str, str]) -> None:
     """`sha256sum -c`-compatible manifest of every output file."""
     lines = [f"{digests[name]}  {name}\n" for name in sorted(digests)]
     (Path(out_dir) / MANIFEST_NAME).write_text("".join(lines))
-
-
-def iter_row_chunks(shape: tuple[int, ...], rows_per_chunk: int) -> Iterator[tuple[int | None, int | None]]:
-    """(start, stop) row ranges covering dim 0; a single (None, None) for 0-d tensors."""
-    if not shape:
-        yield None, None
-        return
-    for start in range(0, shape[0], rows_per_chunk):
-        yield start, min(shape[0], start + rows_per_chunk)

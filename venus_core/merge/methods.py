@@ -75,37 +75,59 @@ def ordered_sum(x: torch.Tensor) -> torch.Tensor:
 
 
 def _sign_stats(taus: torch.Tensor) -> tuple[int, int]:
-    pos = (taus > 0).any(0)
-    neg = (taus < 0).any(0)
-    return int((pos & neg).sum()), int((pos | neg).sum())
+    """(entries where kept task vectors disagree in sign, entries where any is non-zero).
+
+    Float arithmetic only: u = sign(max), v = sign(min) with u >= v; a conflict is u - v == 2,
+    an untouched entry is u == v == 0.
+    """
+    u = torch.sign(taus.amax(0))
+    v = torch.sign(taus.amin(0))
+    touched = torch.maximum(u, v.neg()).sum()
+    conflicts = torch.relu_(u.sub_(v).sub_(1.0)).sum()
+    return int(conflicts), int(touched)
 
 
 def ties_combine(taus: torch.Tensor, weights: torch.Tensor, opt: CombineOptions) -> Combined:
-    """Elect a sign per entry and average the agreeing (trimmed) task vectors."""
+    """Elect a sign per entry and average the agreeing (trimmed) task vectors.
+
+    Written with float arithmetic only (no bool masks, no `where`: both cost several times more
+    on CPU). With s the elected sign (+1, -1 or 0), relu(tau * s) * s is tau where it agrees
+    with s and 0 elsewhere, exactly (multiplying by +-1 is exact); sign(relu(tau * s)) is the
+    agreement indicator. A zero elected mass may give s = copysign(1, -0.0) = -1 where the
+    `positive` rule says +1, but then every summand is zero and no entry agrees either way.
+    """
     conflicts, touched = _sign_stats(taus)
     w = weights.view(-1, *([1] * (taus.dim() - 1)))
-    weighted = taus * w
+    unit = bool((weights == 1.0).all())  # w * tau == tau exactly: skip the [M, n] products
     if opt.election == "mass":
         score = ordered_sum(taus)
     elif opt.election == "weighted_mass":
-        score = ordered_sum(weighted)
+        score = ordered_sum(taus if unit else taus * w)
     elif opt.election == "count":
-        score = (taus > 0).sum(0, dtype=torch.int32) - (taus < 0).sum(0, dtype=torch.int32)
+        score = torch.sign(taus).sum(0)  # small integers: exact in any order
     else:
         raise ValueError(f"unknown sign election {opt.election!r}")
     if opt.zero_sign == "positive":
-        elected = torch.where(score >= 0, 1.0, -1.0)
+        elected = torch.copysign(torch.ones((), dtype=torch.float32), score)
     else:
-        elected = torch.sign(score).to(torch.float32)
+        elected = torch.sign(score)
     del score
-    agree = (torch.sign(taus) == elected) & (taus != 0)
-    del elected
-    weighted.mul_(agree)
-    num = ordered_sum(weighted)
-    del weighted
-    den = ordered_sum(agree * w)
-    del agree
-    delta = torch.where(den != 0, num / torch.where(den != 0, den, 1.0), 0.0)
+    agreeing = torch.relu_(taus * elected)  # |tau| where tau agrees with the elected sign, else 0
+    indicator = torch.sign(agreeing)  # 1 where it agrees, else 0
+    agreeing.mul_(elected)  # the agreeing tau themselves
+    if unit:
+        num = ordered_sum(agreeing)
+        den = indicator[0].clone()  # counts: exact in any order
+        for row in indicator[1:]:
+            den.add_(row)
+    else:
+        num = ordered_sum(agreeing.mul_(w))
+        den = ordered_sum(indicator.mul_(w))
+    del agreeing, indicator, elected
+    # den is 0 (no agreeing model with weight > 0) or at least the smallest positive weight
+    positive = weights[weights > 0]
+    floor = float(positive.min()) if positive.numel() else 1.0
+    delta = num.div_(den.clamp_min_(floor)).add_(0.0)  # + 0.0: a zero delta is +0.0
     if opt.lambda_ != 1.0:
         delta.mul_(opt.lambda_)
     return Combined(delta, conflicts, touched)

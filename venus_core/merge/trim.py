@@ -9,6 +9,14 @@ bits inside that bin gives the exact value. Memory is two small histograms per m
 streamed in chunks (twice), so the same code serves one tensor, one huge tensor in row chunks,
 or a whole model ("global" trimming across every tensor of a part).
 
+Two faster exact paths come first (the radix passes, with their histograms, cost more than the
+whole merge arithmetic): `exact_thresholds` selects the k-th magnitude directly
+(`torch.kthvalue`) when the data is one in-memory block; `find_thresholds(..., sample=S)` takes
+bounds around the k-th magnitude from a small sample, then in ONE streaming pass counts the
+entries above the upper bound and collects the few between the bounds, and selects the exact
+value among those. The bounds are only a guess: if the k-th entry is not between them (or too
+many entries are), that row falls back to the radix passes, so the result is exact either way.
+
 Ties at the threshold: policy "index" keeps exactly k entries, the tied ones in flat row-major
 order (chunks arrive in that order), so the result never depends on a sort's internals; policy
 "keep" keeps every tied entry (the TIES reference code's `>=`), and the achieved density is
@@ -45,7 +53,13 @@ class Threshold:
 
     bits: int
     tie_quota: int  # -1: keep all tied entries
+    n_tied: int = -1  # entries equal to the threshold in all the data (-1: unknown)
+    keep_at: torch.Tensor | None = None  # flat positions of the tied entries kept, when known
     _ties_seen: int = field(default=0, repr=False)
+
+    @property
+    def keeps_all_ties(self) -> bool:
+        return self.tie_quota < 0 or 0 <= self.n_tied <= self.tie_quota
 
     @staticmethod
     def keep_all() -> "Threshold":
@@ -56,16 +70,8 @@ def _mag_bits(taus: torch.Tensor) -> torch.Tensor:
     return taus.abs().view(torch.int32)
 
 
-def find_thresholds(
-    chunks: Callable[[], Iterable[torch.Tensor]], ks: list[int], n: int, ties: TiePolicy
-) -> list[Threshold]:
-    """Exact thresholds for keeping the top ks[i] of row i of a stream of [M, c] fp32 chunks.
-
-    `chunks` is called up to twice (one call per histogram pass) and must yield the same data in
-    the same order each time; n is the total number of columns.
-    """
-    m = len(ks)
-    out: list[Threshold | None] = [None] * m
+def _trivial(ks: list[int], n: int) -> tuple[list[Threshold | None], list[int]]:
+    out: list[Threshold | None] = [None] * len(ks)
     todo: list[int] = []
     for i, k in enumerate(ks):
         if k >= n:
@@ -74,6 +80,65 @@ def find_thresholds(
             out[i] = Threshold(KEEP_NONE, 0)
         else:
             todo.append(i)
+    return out, todo
+
+
+def _threshold(bits_t: int, n_above: int, k: int, ties: TiePolicy, n_tied: int,
+               tied_at: torch.Tensor | None = None) -> Threshold:
+    """`tied_at`: ascending flat positions of every entry equal to the threshold (if known)."""
+    t = Threshold(bits_t, k - n_above if ties == "index" else -1, n_tied)
+    if tied_at is not None and not t.keeps_all_ties:
+        t.keep_at = tied_at[: t.tie_quota]
+    return t
+
+
+def _as_float(bits: int) -> float:
+    return float(torch.tensor([bits], dtype=torch.int32).view(torch.float32))
+
+
+def _as_bits(value: torch.Tensor) -> int:
+    return int(value.reshape(1).to(torch.float32).view(torch.int32))
+
+
+def exact_thresholds(taus: torch.Tensor, ks: list[int], ties: TiePolicy) -> list[Threshold]:
+    """Thresholds for a [M, n] block that holds ALL the data (direct selection, one pass)."""
+    n = taus.shape[1]
+    out, todo = _trivial(ks, n)
+    bits = _mag_bits(taus)
+    for i in todo:
+        t = int(torch.kthvalue(bits[i], n - ks[i] + 1).values)
+        above = int((bits[i] > t).sum())
+        tied_at = torch.nonzero(bits[i] == t).view(-1)
+        out[i] = _threshold(t, above, ks[i], ties, tied_at.numel(), tied_at)
+    return [t for t in out if t is not None]
+
+
+def _sample_bounds(sample: torch.Tensor, p: float) -> tuple[int, int]:
+    """(lo, hi) magnitude bits likely to bracket the top-p quantile; generous for correlated samples."""
+    s = sample.numel()
+    r = p * s
+    margin = 4.0 * (s * p * (1.0 - p)) ** 0.5 + 0.01 * s + 16
+    r_hi, r_lo = int(r - margin), int(r + margin) + 1  # descending ranks (1 = largest)
+    hi = int(torch.kthvalue(sample, s - r_hi + 1).values) if r_hi >= 1 else KEEP_NONE
+    lo = int(torch.kthvalue(sample, s - r_lo + 1).values) if r_lo <= s else KEEP_ALL
+    return lo, hi
+
+
+def find_thresholds(
+    chunks: Callable[[], Iterable[torch.Tensor]], ks: list[int], n: int, ties: TiePolicy,
+    sample: torch.Tensor | None = None,
+) -> list[Threshold]:
+    """Exact thresholds for keeping the top ks[i] of row i of a stream of [M, c] fp32 chunks.
+
+    `chunks` is called up to three times (sample pass, then one call per histogram pass for the
+    rows the sample did not settle) and must yield the same data in the same order each time;
+    n is the total number of columns. `sample` ([M, s] fp32, any subset of the data) enables the
+    one-pass path.
+    """
+    m = len(ks)
+    out, todo = _trivial(ks, n)
+    if todo and sample is not None and sample.shape[1] > 0:
+        todo = _bounded_pass(chunks, ks, n, ties, _mag_bits(sample), todo, out)
     if not todo:
         return [t for t in out if t is not None]
     hi = torch.zeros(m, _HI, dtype=torch.int64)
@@ -101,35 +166,92 @@ def find_thresholds(
         t_lo = int(torch.nonzero(ge >= need).max())
         n_above = above[i] + (int(ge[t_lo + 1]) if t_lo + 1 < _LO else 0)
         quota = ks[i] - n_above if ties == "index" else -1
-        out[i] = Threshold((bins[i] << 16) | t_lo, quota)
+        out[i] = Threshold((bins[i] << 16) | t_lo, quota, int(lo[i, t_lo]))
     return [t for t in out if t is not None]
 
 
-def apply_thresholds(taus: torch.Tensor, thresholds: list[Threshold]) -> torch.Tensor:
-    """Zero, in place, the entries of a [M, c] chunk that the thresholds drop; returns the kept mask.
+def _bounded_pass(chunks: Callable[[], Iterable[torch.Tensor]], ks: list[int], n: int, ties: TiePolicy,
+                  sample_bits: torch.Tensor, todo: list[int], out: list[Threshold | None]) -> list[int]:
+    """One pass: count entries above the sample's upper bound, collect those within the bounds.
+
+    Fills `out` for the rows it settles exactly; returns the rows left for the radix passes.
+    Float arithmetic only (hardshrink / sign / sum): comparisons that produce bool tensors and
+    boolean indexing cost several times more on CPU.
+    """
+    bounds = {i: _sample_bounds(sample_bits[i], ks[i] / n) for i in todo}
+    live = [i for i in todo if bounds[i][0] > 0 and bounds[i][1] < KEEP_NONE]
+    lams = {i: (_as_float(bounds[i][0] - 1), _as_float(bounds[i][1])) for i in live}
+    cap = max(1 << 16, n // 16)
+    above = dict.fromkeys(todo, 0)
+    cands: dict[int, list[torch.Tensor]] = {i: [] for i in todo}
+    where: dict[int, list[torch.Tensor]] = {i: [] for i in todo}
+    held = dict.fromkeys(todo, 0)
+    offset = 0
+    for c in chunks():
+        mags = c.abs()
+        for i in live:
+            lo, hi = lams[i]
+            over = torch.hardshrink(mags[i], hi)  # |tau| > hi, else 0
+            above[i] += int(torch.sign(over).sum())
+            within = torch.hardshrink(mags[i], lo).sub_(over)  # lo_bits <= |tau| <= hi, else 0
+            idx = torch.nonzero(within).view(-1)
+            held[i] += idx.numel()
+            cands[i].append(within[idx])
+            where[i].append(idx + offset)
+        offset += c.shape[1]
+        for i in [i for i in live if held[i] > cap]:
+            live.remove(i)
+            cands[i], where[i] = [], []
+    left = []
+    for i in todo:
+        need = ks[i] - above[i]
+        if i not in live or not 1 <= need <= held[i]:
+            left.append(i)
+            continue
+        cand = torch.cat(cands[i])
+        value = torch.kthvalue(cand, cand.numel() - need + 1).values
+        tied_at = torch.cat(where[i])[cand == value]
+        n_gt = int((cand > value).sum())
+        out[i] = _threshold(_as_bits(value), above[i] + n_gt, ks[i], ties, tied_at.numel(), tied_at)
+    return left
+
+
+def apply_thresholds(taus: torch.Tensor, thresholds: list[Threshold], offset: int | None = None) -> None:
+    """Zero, in place, the entries of a [M, c] chunk that the thresholds drop.
 
     Must see the chunks of a tensor (or of a part, for global trimming) in flat order: the tie
-    quota is consumed as tied entries are met.
+    quota is consumed as tied entries are met. When every tied entry is kept (the usual case:
+    one entry sits exactly at the k-th magnitude), the cut is a single `hardshrink`; when the
+    kept tied entries' positions are known (`keep_at`, and the chunk's flat `offset` is given),
+    a strict `hardshrink` plus restoring those few entries.
     """
-    bits = _mag_bits(taus)
-    keep = torch.empty_like(taus, dtype=torch.bool)
+    bits: torch.Tensor | None = None
+    width = taus.shape[1]
     for i, t in enumerate(thresholds):
+        row = taus[i]
         if t.bits == KEEP_ALL:
-            keep[i] = True
             continue
-        row = bits[i]
-        if t.tie_quota < 0:
-            torch.ge(row, t.bits, out=keep[i])
+        if t.bits >= KEEP_NONE:
+            row.zero_()
             continue
-        torch.gt(row, t.bits, out=keep[i])
+        if t.keeps_all_ties or t.bits == 0:  # tied zeros need no quota: keeping them changes nothing
+            torch.hardshrink(row, _as_float(t.bits - 1) if t.bits > 0 else 0.0, out=row)
+            continue
+        if t.keep_at is not None and offset is not None:
+            local = t.keep_at[(t.keep_at >= offset) & (t.keep_at < offset + width)] - offset
+            saved = row[local]
+            torch.hardshrink(row, _as_float(t.bits), out=row)
+            row[local] = saved
+            continue
+        bits = _mag_bits(taus) if bits is None else bits
+        keep = bits[i] > t.bits
         left = t.tie_quota - t._ties_seen
-        if left > 0 and t.bits > 0:  # tied zeros need no quota: keeping them changes nothing
-            eq = row == t.bits
+        if left > 0:
+            eq = bits[i] == t.bits
             n_eq = int(eq.sum())
             if n_eq:
                 if n_eq > left:
                     eq &= eq.cumsum(0, dtype=torch.int32) <= left
-                keep[i] |= eq
+                keep |= eq
                 t._ties_seen += min(n_eq, left)
-    taus.masked_fill_(~keep, 0.0)
-    return keep
+        row.masked_fill_(~keep, 0.0)

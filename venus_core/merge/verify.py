@@ -133,15 +133,15 @@ class TensorStats:
         self.gram += (flat @ flat.T).double()
 
     def add_kept(self, taus: torch.Tensor) -> None:
-        flat = taus.reshape(self.m, -1)
+        counts = torch.sign(taus.reshape(self.m, -1)).abs_().sum(1, dtype=torch.float64)
         for i in range(self.m):
-            self.kept[i] += int(torch.count_nonzero(flat[i]))
+            self.kept[i] += int(counts[i])
 
     def add_delta(self, delta: torch.Tensor) -> None:
-        d = delta.double()
-        self.delta_sq += float((d * d).sum())
-        if d.numel():
-            self.delta_max = max(self.delta_max, float(d.abs().max()))
+        if delta.numel():
+            self.delta_sq += float(torch.dot(delta, delta))
+            lo, hi = torch.aminmax(delta)
+            self.delta_max = max(self.delta_max, -float(lo), float(hi))
 
     def to_json(self) -> dict[str, object]:
         assert self.gram is not None
