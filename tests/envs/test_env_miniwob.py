@@ -5,7 +5,6 @@ imported back with the miniwob-traces importer to the same records)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,7 +126,6 @@ def test_collect_dataset_and_raw_traces_agree(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_collect_cli(tmp_path: Path) -> None:
-    start = time.perf_counter()
     runner = CliRunner()
     res = runner.invoke(app, ["data", "collect", "--env", "miniwob", "--tasks", "click-button,focus-text",
                               "-n", "2", "-o", str(tmp_path / "d"), "--seed", "3", "--json"])
@@ -139,4 +137,3 @@ def test_collect_cli(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["data", "collect", "--tasks", "chase-circle", "-o", str(tmp_path / "e")])
     assert res.exit_code == 2 and "no oracle" in res.output
-    assert time.perf_counter() - start < 120

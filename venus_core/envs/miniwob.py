@@ -49,7 +49,7 @@ PREFIX = "miniwob:"
 TASK_SIZE = (160, 210)
 WINDOW_SIZE = (500, 320)
 DEFAULT_EPISODE_MS = 600_000
-READY_TIMEOUT_MS = 20_000
+READY_TIMEOUT_MS = 60_000
 _REF = re.compile(r"^miniwob:([a-z0-9-]+),seed=(-?\d+)$")
 
 _START_JS = """([seed, ms]) => {

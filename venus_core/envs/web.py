@@ -67,6 +67,7 @@ KEY_NAMES = {"ctrl": "Control", "control": "Control", "cmd": "Meta", "command": 
              "arrowright": "ArrowRight", "capslock": "CapsLock"}
 KEY_NAMES |= {f"f{i}": f"F{i}" for i in range(1, 13)}
 DRAG_STEPS = 8
+PAGE_TIMEOUT_MS = 90_000  # navigation / wait limit of a page (Playwright's default is 30 s)
 _WHEEL = {"up": (0, 1), "down": (0, -1), "left": (1, 0), "right": (-1, 0)}
 
 
@@ -110,10 +111,14 @@ class WebEnv(Env):
         self.steps = 0
         self.done = False
         self.answer: str | None = None
+        async def open_page() -> tuple[Any, Any]:
+            context = await self.host.browser.new_context(
+                viewport={"width": size[0], "height": size[1]}, device_scale_factor=scale)
+            context.set_default_timeout(PAGE_TIMEOUT_MS)
+            return context, await context.new_page()
+
         try:
-            self.context = self.host.call(self.host.browser.new_context(
-                viewport={"width": size[0], "height": size[1]}, device_scale_factor=scale))
-            self.page = self.host.call(self.context.new_page())
+            self.context, self.page = self.host.call(open_page())
         except BaseException:
             if self.owns_host:
                 self.host.release()

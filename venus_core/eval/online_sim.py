@@ -20,7 +20,7 @@ from typing import Any
 from venus_core.envs.base import DEFAULT_MAX_STEPS, Env, Task
 
 DEFAULT_TARGET = "sim-phone"
-ENV_NAMES = ("sim-phone",)
+ENV_NAMES = ("sim-phone", "miniwob")  # miniwob targets: venus_core.eval.online_web
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,14 @@ def _levels(value: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def parse_target(text: str | None) -> OnlineTarget:
+def parse_target(text: str | None) -> Any:
     """`env[:key=value,...]` -> OnlineTarget; levels as `1-3` or `1+3`, size as `WxH`."""
     text = (text or DEFAULT_TARGET).strip()
     env, _, rest = text.partition(":")
+    if env == "miniwob":
+        from venus_core.eval.online_web import parse_miniwob_target
+
+        return parse_miniwob_target(text)
     if env not in ENV_NAMES:
         raise ValueError(f"online target {text!r}: unknown environment {env!r}; known: {', '.join(ENV_NAMES)}")
     values: dict[str, Any] = {"env": env}
@@ -86,22 +90,30 @@ def parse_target(text: str | None) -> OnlineTarget:
     return target
 
 
-def with_limit(target: OnlineTarget, limit: int | None) -> OnlineTarget:
+def with_limit(target: Any, limit: int | None) -> Any:
     return target if limit is None else replace(target, episodes=limit)
 
 
-def target_tasks(target: OnlineTarget) -> list[Task]:
+def target_tasks(target: Any) -> list[Task]:
     """The target's tasks, in order (deterministic)."""
     from venus_core.envs import synth_task
+    from venus_core.eval.online_web import MiniWobTarget, miniwob_tasks
+
+    if isinstance(target, MiniWobTarget):
+        return miniwob_tasks(target)
 
     return [synth_task(target.levels[i % len(target.levels)], target.seed + i, lang=target.lang,
                        size=(target.width, target.height), max_steps=target.max_steps)
             for i in range(target.episodes)]
 
 
-def make_envs(target: OnlineTarget) -> list[Env]:
+def make_envs(target: Any) -> list[Env]:
     """`target.envs` environments (never more than there are episodes); the caller closes them."""
     from venus_core.envs import SimPhoneEnv
+    from venus_core.eval.online_web import MiniWobTarget, miniwob_envs
+
+    if isinstance(target, MiniWobTarget):
+        return miniwob_envs(target)
 
     out: list[Env] = []
     try:
