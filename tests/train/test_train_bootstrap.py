@@ -15,16 +15,18 @@ SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
 def test_stage_plans() -> None:
-    assert [s.level for s in DEFAULT_STAGES] == [0, 1, 2, 3]
+    assert [s.level for s in DEFAULT_STAGES] == [0, 0, 1, 2, 3]
+    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4, 0, 0, 0, 0]  # coarse-to-fine on level 0
     half = scaled(DEFAULT_STAGES, 0.5)
     assert [s.steps for s in half] == [round(s.steps / 2) for s in DEFAULT_STAGES]
     assert [s.n for s in scaled(DEFAULT_STAGES, 3.0)] == [s.n for s in DEFAULT_STAGES]  # data never grows
-    plan = with_steps(DEFAULT_STAGES, [0, 5, 0, 2])
-    assert [(s.level, s.steps) for s in plan] == [(1, 5), (3, 2)]
+    assert [s.coarse_grid for s in scaled(DEFAULT_STAGES, 0.5)] == [s.coarse_grid for s in DEFAULT_STAGES]
+    plan = with_steps(DEFAULT_STAGES, [3, 0, 5, 0, 2])
+    assert [(s.level, s.steps, s.coarse_grid) for s in plan] == [(0, 3, 4), (1, 5, 0), (3, 2, 0)]
     with pytest.raises(ValueError):
         with_steps(DEFAULT_STAGES, [1, 2])
     with pytest.raises(ValueError):
-        with_steps(DEFAULT_STAGES, [0, 0, 0, 0])
+        with_steps(DEFAULT_STAGES, [0, 0, 0, 0, 0])
     with pytest.raises(ValueError):
         scaled(DEFAULT_STAGES, 0)
 
@@ -59,10 +61,42 @@ def test_bootstrap_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
     app.command("noop")(lambda: None)  # a second command keeps `bootstrap` a named sub-command
     out = tmp_path / "boot"
     res = CliRunner().invoke(app, ["bootstrap", "--out", str(out), "--spec", str(SPEC), "--scale", "0.001",
-                                   "--steps", "1,1,0,1", "--eval-limit", "1"])
+                                   "--steps", "1,1,0,0,1", "--eval-limit", "1"])
     assert res.exit_code == 0, res.output
     report = json.loads((out / "bootstrap_report.json").read_text())
-    assert [s["level"] for s in report["stages"]] == [0, 1, 3] and all(s["steps"] == 1 for s in report["stages"])
+    assert [s["level"] for s in report["stages"]] == [0, 0, 3] and all(s["steps"] == 1 for s in report["stages"])
+    assert [s["coarse_grid"] for s in report["stages"]] == [4, 0, 0]
     load_model(out, ModelSpec())
     again = CliRunner().invoke(app, ["bootstrap", "--out", str(out), "--spec", str(SPEC)])
     assert again.exit_code != 0 and "not empty" in again.output
+
+
+def test_coarse_targets_snap_training_grounding_targets_only() -> None:
+    from PIL import Image
+
+    from venus_core.data import GroundingSample
+    from venus_core.data.schema import Provenance
+    from venus_core.train.data import CoarseItem, Corpus, Item, coarse_targets
+
+    class Reader:
+        def open_image(self, ref: str) -> Image.Image:
+            return Image.new("RGB", (64, 64), "white")
+
+    def rec(i: int, box: tuple[int, int, int, int] | None) -> GroundingSample:
+        return GroundingSample(kind="grounding", id=f"g{i}", domain="grounding", image="sha256:" + "0" * 64,
+                               image_size=(64, 64), platform="mobile", instruction="the button", box=box,
+                               refusal=box is None, provenance=Provenance(source="t", source_id=str(i)))
+
+    reader = Reader()
+    train = [Item(rec(0, (100, 600, 300, 900)), reader), Item(rec(1, None), reader),
+             Item(rec(2, (990, 0, 1000, 10)), reader)]  # type: ignore[arg-type]
+    held = [Item(rec(3, (100, 600, 300, 900)), reader)]  # type: ignore[arg-type]
+    corpus = coarse_targets(Corpus(train={"grounding": train}, held_out={"grounding": held}, sources=["x"]), 4)
+    items = corpus.train["grounding"]
+    assert all(isinstance(i, CoarseItem) for i in items)
+    # centre (200, 750) -> cell (0, 3) of 250 units -> (125, 875); refusal unchanged; edge stays in the last cell
+    assert [i.example().target for i in items] == ["[125,875]", "[-1,-1]", "[875,125]"]
+    assert corpus.held_out["grounding"][0].example().target == "[200,750]"  # held-out keeps exact boxes
+    assert corpus.sources == ["x"]
+    with pytest.raises(ValueError, match="coarse grid"):
+        coarse_targets(corpus, 1)
