@@ -131,7 +131,8 @@ def online(model: ModelOpt, target: Annotated[str, typer.Option(
            batch_size: BatchOpt = 16, out: OutOpt = Path("runs/eval"), base_url: UrlOpt = None,
            spec: SpecOpt = None, overrides: SetOpt = None, name: NameOpt = None,
            max_new_tokens: TokensOpt = None) -> None:
-    """Online task success on the simulated phone (labelled simulated; not AndroidWorld)."""
+    """Online task success on the simulated phone (labelled simulated; not AndroidWorld) or on MiniWoB++
+    pages in headless Chromium (--target miniwob:tasks=click-button+enter-text,episodes=20)."""
     _run("online", model, target, episodes, batch_size, out, base_url, spec, overrides, name, max_new_tokens)
 
 
