@@ -91,8 +91,9 @@ def create_app(run: Any, served_name: str, *, max_batch: int = 8, batch_wait_ms:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error(BadRequest(None, f"request body is not valid JSON: {exc}"))
-        try:
-            req = parse_chat_request(body, served=served_name, max_n=max_batch, max_tokens_limit=max_tokens_limit)
+        try:  # image decoding is CPU work: off the event loop, which keeps accepting requests
+            req = await asyncio.to_thread(parse_chat_request, body, served=served_name, max_n=max_batch,
+                                          max_tokens_limit=max_tokens_limit)
         except BadRequest as exc:
             return error(exc)
         try:
