@@ -66,6 +66,7 @@ def test_bootstrap_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
     report = json.loads((out / "bootstrap_report.json").read_text())
     assert [s["level"] for s in report["stages"]] == [0, 0, 3] and all(s["steps"] == 1 for s in report["stages"])
     assert [s["coarse_grid"] for s in report["stages"]] == [4, 0, 0]
+    assert all(s["refusals_held_back"] >= 0 for s in report["stages"])
     load_model(out, ModelSpec())
     again = CliRunner().invoke(app, ["bootstrap", "--out", str(out), "--spec", str(SPEC)])
     assert again.exit_code != 0 and "not empty" in again.output
@@ -91,12 +92,17 @@ def test_coarse_targets_snap_training_grounding_targets_only() -> None:
     train = [Item(rec(0, (100, 600, 300, 900)), reader), Item(rec(1, None), reader),
              Item(rec(2, (990, 0, 1000, 10)), reader)]  # type: ignore[arg-type]
     held = [Item(rec(3, (100, 600, 300, 900)), reader)]  # type: ignore[arg-type]
-    corpus = coarse_targets(Corpus(train={"grounding": train}, held_out={"grounding": held}, sources=["x"]), 4)
-    items = corpus.train["grounding"]
-    assert all(isinstance(i, CoarseItem) for i in items)
+    base = Corpus(train={"grounding": train}, held_out={"grounding": held}, sources=["x"])
+    kept, none_back = coarse_targets(base, 4, keep_refusals=True)
+    assert none_back == 0 and all(isinstance(i, CoarseItem) for i in kept.train["grounding"])
     # centre (200, 750) -> cell (0, 3) of 250 units -> (125, 875); refusal unchanged; edge stays in the last cell
-    assert [i.example().target for i in items] == ["[125,875]", "[-1,-1]", "[875,125]"]
+    assert [i.example().target for i in kept.train["grounding"]] == ["[125,875]", "[-1,-1]", "[875,125]"]
+    corpus, held_back = coarse_targets(base, 4)
+    assert held_back == 1  # the refusal waits for the exact stage, and is counted
+    assert [i.example().target for i in corpus.train["grounding"]] == ["[125,875]", "[875,125]"]
     assert corpus.held_out["grounding"][0].example().target == "[200,750]"  # held-out keeps exact boxes
     assert corpus.sources == ["x"]
     with pytest.raises(ValueError, match="coarse grid"):
         coarse_targets(corpus, 1)
+    with pytest.raises(ValueError, match="no training records left"):
+        coarse_targets(Corpus(train={"grounding": [train[1]]}, held_out={}, sources=[]), 4)

@@ -72,13 +72,13 @@ class TinyModelSpec(Section):
     spatial_merge_size: int = Field(2, ge=1, description="patches merged per side into one visual token")
     image_size: int = Field(128, ge=32, description="square screen size the tiny model sees (pixels)")
     vision_pos_init_std: float = Field(
-        2.0,
+        3.0,
         ge=0.0,
         description="std of the vision tower's learned position table at init (transformers' default "
         "0.02 hides position from the text model: see docs/learning.md)",
     )
     merger_output_gain: float = Field(
-        30.0,
+        100.0,
         gt=0.0,
         description="factor on the visual merger's output layer at init, so image tokens start at "
         "about the scale of a trained model's (see docs/learning.md)",

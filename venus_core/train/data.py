@@ -111,14 +111,34 @@ class CoarseItem(Item):
         return Example(ex.messages, render_point((snap((x1 + x2) // 2), snap((y1 + y2) // 2))), ex.record_id)
 
 
-def coarse_targets(corpus: Corpus, grid: int) -> Corpus:
+def coarse_targets(corpus: Corpus, grid: int, *, keep_refusals: bool = False) -> tuple[Corpus, int]:
     """`corpus` with its TRAINING grounding items' targets snapped to a `grid` x `grid` cell centre
-    (held-out items keep their exact boxes, so held-out hit rates stay the real metric)."""
+    (held-out items keep their exact boxes, so held-out hit rates stay the real metric), and the
+    number of refusal items held back from this stage's training (unless `keep_refusals`).
+
+    Refusals (`[-1,-1]`: the named element is not on screen) are held back because with them in the
+    coarse stage the answers stayed independent of the image for 500 steps where the same run
+    without them found the targets (docs/learning.md); the exact stage that follows trains on them.
+    """
     if grid < 2:
         raise ValueError(f"coarse grid must be >= 2 cells per side, got {grid}")
-    train = {d: [CoarseItem(i.record, i.reader, grid) if isinstance(i.record, GroundingSample) else i for i in items]
-             for d, items in corpus.train.items()}
-    return Corpus(train=train, held_out=corpus.held_out, sources=list(corpus.sources))
+    train: dict[str, list[Item]] = {}
+    held_back = 0
+    for d, items in corpus.train.items():
+        out: list[Item] = []
+        for i in items:
+            if isinstance(i.record, GroundingSample):
+                if i.record.box is None and not keep_refusals:
+                    held_back += 1
+                    continue
+                out.append(CoarseItem(i.record, i.reader, grid))
+            else:
+                out.append(i)
+        if out:
+            train[d] = out
+    if not any(train.values()):
+        raise ValueError("coarse stage: no training records left after holding back refusals")
+    return Corpus(train=train, held_out=corpus.held_out, sources=list(corpus.sources)), held_back
 
 
 __all__ = ["CoarseItem", "Corpus", "Item", "coarse_targets", "episode_key", "is_held_out", "load_corpus"]
