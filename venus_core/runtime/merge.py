@@ -6,12 +6,19 @@
 density, sign conflicts, structural diff, output sha256s; plus provenance) and `OUT/metrics.jsonl`.
 
 With `--candidates`, every merge method named in `merge.compare` is also written to
-`OUT/candidates/<method>` so the evaluate stage can compare them with the best single specialist
-(the UI-Venus-1.5 TIES-vs-linear ablation in miniature).
+`OUT/candidates/<method>`. With `--evaluate` (implies `--candidates`) the job itself runs the
+comparison (the UI-Venus-1.5 TIES-vs-linear ablation in miniature): every merged candidate and
+every specialist is evaluated on the quick set (`--data DIR ...` or the spec's `eval.suites`,
+at most `--limit` samples per suite) with the evaluate job's code, into `OUT/compare/`; the best
+single specialist is the one with the highest mean headline rate over the suites, and the table
+(`merge.compare` rows x suites, plus the mean) goes to `report.json` under `comparison` and to
+`OUT/comparison.md`. The published checkpoint (`OUT/model`) is always the spec's `merge.method`:
+the spec chooses, the table records whether that choice won on the quick set.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -20,12 +27,15 @@ from typing import Any
 
 from venus_core.config import AgentSpec
 from venus_core.config.registry import registry
+from venus_core.config.spec import EvalSuiteSpec
 from venus_core.merge import MergeConfig, PartPolicy, merge_checkpoints
+from venus_core.runtime import evaluate
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import job_tracking, register_merged
 from venus_core.train.tracker import JsonlTracker, Tracker
 
 JOB = "merge"
+QUICK_LIMIT = 50  # samples / episodes per suite in the candidates' quick evaluation
 
 
 def merge_config(spec: AgentSpec, method: str | None = None) -> MergeConfig:
@@ -82,10 +92,12 @@ def weights_for(method: str, names: Sequence[str], spec: AgentSpec) -> list[floa
 
 
 def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[Path], out: Path,
-              *, candidates: bool = False, tracker: Tracker | None = None) -> dict[str, Any]:
+              *, candidates: bool = False, tracker: Tracker | None = None,
+              suites: Sequence[EvalSuiteSpec] | None = None) -> dict[str, Any]:
+    """Merge (and with `suites`, evaluate the candidates against the specialists); returns the report."""
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
     methods = [spec.merge.method]
-    if candidates:
+    if candidates or suites is not None:
         methods += [c for c in spec.merge.compare if c not in ("best_single", spec.merge.method)]
     results: dict[str, Any] = {}
     for method in methods:
@@ -107,9 +119,68 @@ def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[
         "methods": results,
         "provenance": provenance(JOB, spec, [base, *dirs]),
     }
+    if suites is not None:
+        merged = {m: Path(r["path"]) for m, r in results.items()}
+        table = compare_candidates(spec, names, dirs, merged, out / "compare", suites)
+        out_report["comparison"] = table
+        (out / "comparison.md").write_text(comparison_markdown(table))
+        tracker.log_metrics({f"compare/{r['candidate']}/mean": r["mean"] for r in table["rows"]
+                             if r["mean"] is not None}, step=0)
     write_json_atomic(out / "report.json", out_report)
     tracker.log_artifact(out / "report.json")
     return out_report
+
+
+def compare_candidates(spec: AgentSpec, names: Sequence[str], dirs: Sequence[Path], merged: dict[str, Path],
+                       out: Path, suites: Sequence[EvalSuiteSpec]) -> dict[str, Any]:
+    """Evaluate the merged candidates and every specialist; the `merge.compare` table."""
+    if set(merged) & set(names):
+        raise ValueError(f"a specialist is named like a merge method: {sorted(set(merged) & set(names))}")
+    models = [f"{m}={p}" for m, p in merged.items()] + [f"{n}={d}" for n, d in zip(names, dirs, strict=True)]
+    evaluate.run(spec, models, suites, out)
+    summary = json.loads((out / "summary.json").read_text())
+    suite_names = [s.name for s in suites]
+
+    def scores(model: str) -> dict[str, float | None]:
+        return {s: summary[model][s].get("value") for s in suite_names}
+
+    def mean(sc: dict[str, float | None]) -> float | None:
+        vals = [v for v in sc.values() if v is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    single = {n: mean(scores(n)) for n in names}
+    best = max(names, key=lambda n: -1.0 if single[n] is None else single[n])  # ties: first given
+    rows = []
+    for cand in spec.merge.compare:
+        model = best if cand == "best_single" else cand
+        if model not in summary:
+            continue
+        sc = scores(model)
+        rows.append({"candidate": cand, "model": model, "scores": sc, "mean": mean(sc)})
+    ranked = [r for r in rows if r["mean"] is not None]
+    winner = max(ranked, key=lambda r: r["mean"])["candidate"] if ranked else None
+    return {
+        "suites": suite_names,
+        "metrics": {s: summary[best][s]["metric"] for s in suite_names},
+        "rows": rows, "best_single": best, "specialists": single,
+        "winner": winner, "published": spec.merge.method, "results": str(out),
+    }
+
+
+def comparison_markdown(table: dict[str, Any]) -> str:
+    """The comparison table as Markdown (rows: merge.compare candidates; columns: suites, mean)."""
+    def fmt(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
+    suites = table["suites"]
+    head = "| candidate | model | " + " | ".join(f"{s} ({table['metrics'][s]})" for s in suites) + " | mean |"
+    lines = [head, "|" + "---|" * (len(suites) + 3)]
+    for r in table["rows"]:
+        lines.append(f"| {r['candidate']} | {r['model']} | " + " | ".join(fmt(r["scores"][s]) for s in suites)
+                     + f" | {fmt(r['mean'])} |")
+    lines.append("")
+    lines.append(f"Published: {table['published']} (chosen by the spec); best on this quick set: {table['winner']}.")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,12 +189,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
                    help="a specialist: grounding=DIR, mobile=DIR, web=DIR (repeatable)")
     p.add_argument("--candidates", action="store_true", help="also write the merge.compare candidates")
+    p.add_argument("--evaluate", action="store_true",
+                   help="evaluate the candidates and the specialists on the quick set (implies --candidates)")
+    p.add_argument("--data", action="append", default=[], metavar="DIR",
+                   help="quick-set dataset directory (repeatable); default: the spec's eval.suites")
+    p.add_argument("--limit", type=int, default=QUICK_LIMIT,
+                   help=f"samples / episodes per suite in the quick set (default {QUICK_LIMIT})")
     args = p.parse_args(argv)
     spec = load_job_spec(args)
     names, dirs = parse_models(args.model, spec)
     out = Path(args.out)
+    suites = evaluate.resolve_suites(args.data, spec.eval.suites, args.limit) if args.evaluate else None
     with job_tracking(JOB, spec, out, tags={"venus.merge_method": spec.merge.method}) as tracker:
-        report = run_merge(spec, Path(args.base), names, dirs, out, candidates=args.candidates, tracker=tracker)
+        report = run_merge(spec, Path(args.base), names, dirs, out, candidates=args.candidates, tracker=tracker,
+                           suites=suites)
         tracker.record_provenance(report["provenance"])
         version = register_merged(tracker, spec, out / "model", {
             "merge_method": spec.merge.method, "specialists": report["specialists"], "base": str(args.base)})
@@ -131,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"registered model {spec.name} version {version}")
     for method, r in report["methods"].items():
         print(f"{method}: {r['path']} ({r['seconds']}s)")
+    if "comparison" in report:
+        print((out / "comparison.md").read_text(), end="")
     return 0
 
 
