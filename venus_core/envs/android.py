@@ -189,19 +189,13 @@ class AndroidEnv(Env):
         self.run("input keyevent KEYCODE_HOME")
 
     def reset(self, task: Task) -> Observation:
-        if self.closed:
-            raise EnvError(f"{self.name}: reset after close")
+        self._guard("reset")
         self.prepare(task)
         self.task, self.steps, self.done, self.answer = task, 0, False, None
         return self.observe()
 
     def step(self, action: Action) -> tuple[Observation, bool, dict[str, Any]]:
-        if self.closed:
-            raise EnvError(f"{self.name}: step after close")
-        if self.task is None:
-            raise EnvError(f"{self.name}: step before reset")
-        if self.done:
-            raise EnvError(f"{self.name}: the episode is over (done); call reset")
+        self._guard("step")
         cmds = self.commands(action)  # raises UnsupportedAction before counting the step
         info: dict[str, Any] = {"action": type(action).NAME, "commands": cmds}
         if isinstance(action, Launch) and not cmds:

@@ -286,8 +286,7 @@ class AndroidWorldEnv(Env):
             self.request("POST", "/task/tear_down", {"task_type": task_type, "task_idx": idx})
 
     def reset(self, task: Task) -> Observation:
-        if self.closed:
-            raise EnvError(f"{self.name}: reset after close")
+        self._guard("reset")
         ref = parse_ref(task.success_check) if task.success_check else None
         self._tear_down()
         self.request("POST", "/reset", {"go_home": True})
@@ -298,12 +297,7 @@ class AndroidWorldEnv(Env):
         return self.observe()
 
     def step(self, action: Action) -> tuple[Observation, bool, dict[str, Any]]:
-        if self.closed:
-            raise EnvError(f"{self.name}: step after close")
-        if self.task is None:
-            raise EnvError(f"{self.name}: step before reset")
-        if self.done:
-            raise EnvError(f"{self.name}: the episode is over (done); call reset")
+        self._guard("step")
         sent = self.json_actions(action)  # raises UnsupportedAction before counting the step
         t0 = time.perf_counter()
         for body in sent:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from PIL import Image
 
@@ -80,6 +80,10 @@ class Env(ABC):
 
     name: str = ""
     platform: str = "mobile"
+    # Episode state that `_guard` reads; each backend sets these in __init__ / reset / step.
+    task: Task | None
+    done: bool
+    closed: bool
 
     @property
     @abstractmethod
@@ -101,6 +105,18 @@ class Env(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release devices, servers and connections (idempotent)."""
+
+    def _guard(self, op: Literal["reset", "step"]) -> None:
+        """Raise `EnvError` when `op` is misuse: any call after close; a step before reset or
+        after the episode ended. One place for these checks so every backend words them alike
+        (callers and tests match on the messages)."""
+        if self.closed:
+            raise EnvError(f"{self.name}: {op} after close")
+        if op == "step":
+            if self.task is None:
+                raise EnvError(f"{self.name}: step before reset")
+            if self.done:
+                raise EnvError(f"{self.name}: the episode is over (done); call reset")
 
     def __enter__(self) -> Self:
         return self

@@ -252,12 +252,7 @@ class WebEnv(Env):
         return self.observation(self._image(png))
 
     def step(self, action: Action) -> tuple[Observation, bool, dict[str, Any]]:
-        if self.closed:
-            raise EnvError(f"{self.name}: step after close")
-        if self.task is None:
-            raise EnvError(f"{self.name}: step before reset")
-        if self.done:
-            raise EnvError(f"{self.name}: the episode is over (done); call reset")
+        self._guard("step")
         self.check_action(action)  # raises UnsupportedAction before counting the step
         terminated = isinstance(action, (Finished, CallUser))
 
