@@ -1,54 +1,24 @@
-"""A fake Kubernetes API server on loopback (kmock) and a stand-in kubelet, for the pool tests.
+"""Pod helpers and a stand-in kubelet for the pool tests, over the fake Kubernetes API server.
 
 No kube-apiserver can run on these machines, so the tests talk HTTP to kmock's
-`KubernetesEmulator`: an in-memory object store behind the real Kubernetes REST paths, driven
-here by the official `kubernetes` client exactly as in a cluster. kmock has NO controllers,
-scheduler or kubelet and ignores label selectors: nothing ever starts a pod. `Kubelet` plays that
-part by PATCHing pod status through the API (phase Running, condition Ready, a pod IP) — the only
-simulated piece; everything the pool itself does goes through the API.
+`KubernetesEmulator` (`kube_fake_api.FakeKubeAPI`, serving `POD_RESOURCE`): an in-memory object
+store behind the real Kubernetes REST paths, driven here by the official `kubernetes` client
+exactly as in a cluster. kmock has NO controllers, scheduler or kubelet and ignores label
+selectors: nothing ever starts a pod. `Kubelet` plays that part by PATCHing pod status through
+the API (phase Running, condition Ready, a pod IP) — the only simulated piece; everything the
+pool itself does goes through the API.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Callable
 
-import kmock
 from kubernetes import client
 
 NAMESPACE = "venus"
-
-
-class FakeKubeAPI:
-    """kmock's Kubernetes emulator served on 127.0.0.1 from a background event loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    async def _start(self) -> None:
-        self.handler = kmock.KubernetesEmulator()
-        await self.handler.__aenter__()
-        self.server = kmock.Server(self.handler)
-        await self.server.__aenter__()
-        self.handler.resources["v1/pods"] = {}  # so that listing works before the first pod
-        self.url = str(self.server.url).rstrip("/")
-
-    def api(self) -> client.CoreV1Api:
-        return client.CoreV1Api(client.ApiClient(client.Configuration(host=self.url)))
-
-    async def _stop(self) -> None:
-        await self.server.__aexit__(None, None, None)
-        await self.handler.__aexit__(None, None, None)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+POD_RESOURCE = "v1/pods"  # the emulator key FakeKubeAPI must serve for the pool
 
 
 def pod_names(api: client.CoreV1Api, **labels: str) -> list[str]:

@@ -1,10 +1,10 @@
 """The Kubernetes device pool (`daas.pool.PoolController` + `io.devicepool.KubePodBackend`).
 
-Against a FAKE Kubernetes API server on loopback (kmock; see devpool_helpers): the official
-`kubernetes` client creates, lists, patches and deletes real API objects over HTTP, but kmock has
-no kubelet, so pod readiness is simulated by PATCHing pod status through the API (`Kubelet`,
-`set_ready`, `set_failed`). The lease registry, gateway and SDK are the real ones, and the
-"device" behind a pod is a real TCP echo server on loopback.
+Against a FAKE Kubernetes API server on loopback (kmock; see kube_fake_api, devpool_helpers): the
+official `kubernetes` client creates, lists, patches and deletes real API objects over HTTP, but
+kmock has no kubelet, so pod readiness is simulated by PATCHing pod status through the API
+(`Kubelet`, `set_ready`, `set_failed`). The lease registry, gateway and SDK are the real ones,
+and the "device" behind a pod is a real TCP echo server on loopback.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from daas_helpers import SECRET, tcp_server
-from devpool_helpers import NAMESPACE, FakeKubeAPI, Kubelet, pod_names, set_failed
+from devpool_helpers import NAMESPACE, POD_RESOURCE, Kubelet, pod_names, set_failed
+from kube_fake_api import FakeKubeAPI
 
 from venus_core.daas import (
     DevicePool,
@@ -36,6 +37,7 @@ from venus_core.io.devicepool import (
     L_POOL,
     KubePodBackend,
     PodAPIError,
+    core_api,
     load_templates,
 )
 
@@ -44,14 +46,14 @@ from venus_core.io.devicepool import (
 def kube() -> Iterator[FakeKubeAPI]:
     """A fresh fake API server per test (kmock keeps every object's history, and a long-lived
     one gets slower test after test)."""
-    k = FakeKubeAPI()
+    k = FakeKubeAPI(POD_RESOURCE)
     yield k
     k.stop()
 
 
 @pytest.fixture()
 def api(kube: FakeKubeAPI):  # noqa: ANN201 - CoreV1Api
-    return kube.api()
+    return core_api(host=kube.url)
 
 
 @pytest.fixture()

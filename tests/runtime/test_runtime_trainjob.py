@@ -1,24 +1,24 @@
 """The TrainJob launcher (venus_core.io.trainjob) and the training launch choice (runtime.launch).
 
-The Kubernetes API is kmock's `KubernetesEmulator` on loopback: a FAKE API server (no kube-apiserver
-can run here) that stores objects behind the real REST paths, driven by the official client. It has
-NO controllers: nothing runs a TrainJob. The tests play the Kubeflow Trainer controller themselves
-by PATCHing the TrainJob's status (`Complete` / `Failed` conditions) through the API, and play the
-trainer pods by writing the job's outputs on the shared "PVC" (a temporary directory).
+The Kubernetes API is kmock's `KubernetesEmulator` on loopback (tests/kube_fake_api.py): a FAKE API
+server (no kube-apiserver can run here) that stores objects behind the real REST paths, driven by
+the official client. It has NO controllers: nothing runs a TrainJob. The tests play the Kubeflow
+Trainer controller themselves by PATCHing the TrainJob's status (`Complete` / `Failed` conditions)
+through the API, and play the trainer pods by writing the job's outputs on the shared "PVC" (a
+temporary directory).
 """
 
 from __future__ import annotations
 
 import _thread
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
+from kube_fake_api import FakeKubeAPI
 from kubernetes import client
 
 from venus_core.config import load_spec
@@ -31,43 +31,16 @@ NS = "venus"
 SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
-class FakeAPI:
-    """kmock served on 127.0.0.1 from a background event loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    async def _start(self) -> None:
-        self.handler = kmock.KubernetesEmulator()
-        await self.handler.__aenter__()
-        self.server = kmock.Server(self.handler)
-        await self.server.__aenter__()
-        self.handler.resources[f"{GROUP}/{VERSION}/{PLURAL}"] = {}
-        self.url = str(self.server.url).rstrip("/")
-
-    async def _stop(self) -> None:
-        await self.server.__aexit__(None, None, None)
-        await self.handler.__aexit__(None, None, None)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
-
 @pytest.fixture(scope="module")
-def kube() -> Iterator[FakeAPI]:
-    fake = FakeAPI()
+def kube() -> Iterator[FakeKubeAPI]:
+    fake = FakeKubeAPI(f"{GROUP}/{VERSION}/{PLURAL}")
     yield fake
     fake.stop()
 
 
 @pytest.fixture
-def api(kube: FakeAPI) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(client.ApiClient(client.Configuration(host=kube.url)))
+def api(kube: FakeKubeAPI) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(kube.api_client())
 
 
 def _names(api: client.CustomObjectsApi) -> list[str]:
@@ -169,7 +142,7 @@ current-context: fake
     return path
 
 
-def test_launch_runs_mid_train_as_a_trainjob_through_the_pvc(kube: FakeAPI, api: client.CustomObjectsApi,
+def test_launch_runs_mid_train_as_a_trainjob_through_the_pvc(kube: FakeKubeAPI, api: client.CustomObjectsApi,
                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pvc = tmp_path / "pvc"
     monkeypatch.setattr(launch, "CHECKPOINTS_MOUNT", pvc)
