@@ -200,6 +200,34 @@ class _ParentRun:
                 "run_page": f"#/experiments/{exp}/runs/{self.run_id}"}
 
 
+def stage_threads() -> int:
+    """CPU threads per stage: `$OMP_NUM_THREADS` when set, else every CPU this process may use.
+
+    kfp.local runs one stage at a time, so one stage may use all cores (on 2 cores a mid-training
+    step is ~1.5x faster with 2 threads than with 1).
+    """
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"OMP_NUM_THREADS must be a positive integer, got {env!r}")
+        return int(env)
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def _env(values: dict[str, str]) -> Any:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, *,
               echo: TextIO | None = sys.stdout) -> dict[str, Any]:
     """Run the agent's pipeline locally into `out`; return (and write `out/summary.json`) the summary.
@@ -216,6 +244,7 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
     root.mkdir(parents=True, exist_ok=True)
     before = {p for p in root.iterdir()}
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
+    threads = stage_threads()
     log = TaskLog(echo)
     t0 = time.perf_counter()
     error: str | None = None
@@ -223,7 +252,7 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
         # kfp.local warns that display names and the base image have no effect in a subprocess.
         warnings.filterwarnings("ignore", module=r"kfp\.local\..*")
         try:
-            with contextlib.redirect_stdout(log), tracking.exported():
+            with contextlib.redirect_stdout(log), tracking.exported(), _env({"OMP_NUM_THREADS": str(threads)}):
                 pipeline()
         except RuntimeError as exc:
             error = _ANSI.sub("", str(exc))
@@ -235,6 +264,7 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
         "out": str(out),
         "run_dir": str(run_dir) if run_dir else None,
         "status": "FAILURE" if error else "SUCCESS",
+        "torch_threads": threads,
         "seconds": round(time.perf_counter() - t0, 2),
         "stages": summarize(log, run_dir),
     }

@@ -38,6 +38,9 @@ class MidTrainSpec(Section):
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="cosine schedule floor as a share of lr")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping norm")
     max_seq_len: int = Field(1024, ge=16, description="truncate longer samples (counted, never silent)")
+    length_group_ratio: float = Field(
+        2.0, ge=0, description="run each micro-batch as row groups whose longest row is at most this many times "
+        "the shortest (same loss and gradient, far less padding); 0 = one padded batch. Not used with DeepSpeed")
     precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="auto = bf16 on GPU, fp32 on CPU")
     freeze_vision: bool = Field(False, description="freeze the vision tower")
     save_every: int = Field(200, ge=1, description="checkpoint every N steps (atomic, resumable)")
