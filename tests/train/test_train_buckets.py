@@ -90,3 +90,12 @@ def test_grouped_and_padded_training_reach_the_same_weights(train_tiny_dir: Path
     a, b = weights
     for k in a:
         assert torch.allclose(a[k], b[k], rtol=1e-4, atol=2e-5), k
+
+
+def test_buckets_doctests() -> None:
+    import doctest
+
+    from venus_core.train import buckets
+
+    result = doctest.testmod(buckets)
+    assert result.attempted >= 1 and result.failed == 0

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, Self
 
+from venus_core.config.pods import DevicePod
 from venus_core.daas.errors import DeviceNotReady, UnknownDevice
 from venus_core.daas.registry import LeaseRegistry
 from venus_core.daas.routing import DeviceSpec, DeviceTable
@@ -52,31 +53,12 @@ def label_value(text: str) -> str:
     return _LABEL_VALUE.sub("_", text)[:63].strip("_.-") or "x"
 
 
-class PodView(Protocol):
-    """What the controller reads of a device pod (the backend's own type, duck-typed)."""
-
-    name: str
-    kind: str
-    ready: bool
-    deleting: bool
-    failed: bool
-    host: str | None
-    port: int | None
-    created: float  # epoch seconds
-    heartbeat: float  # epoch seconds, last stamp by the owning controller
-    labels: dict[str, str]  # device labels (for leasing), not the Kubernetes bookkeeping ones
-    group: str
-    lease: str | None
-    client: str | None
-    phase: str
-
-
 class PodBackend(Protocol):
     """Creates, lists, labels and deletes the pool's pods (`venus_core.io.devicepool`)."""
 
     pool: str
 
-    def list_pods(self) -> Sequence[PodView]: ...
+    def list_pods(self) -> Sequence[DevicePod]: ...
     def create_pod(self, kind: str, name: str, labels: dict[str, str], group: str) -> None: ...
     def delete_pod(self, name: str) -> bool: ...
     def mark_lease(self, name: str, lease: str | None, client_id: str | None) -> None: ...
@@ -130,7 +112,7 @@ class PoolController:
         self._last_stamp = 0.0
 
     # -- reconciliation ------------------------------------------------------------------------
-    def _register(self, pod: PodView) -> None:
+    def _register(self, pod: DevicePod) -> None:
         assert pod.host is not None and pod.port is not None
         spec = DeviceSpec(pod.name, pod.kind, pod.group, pod.host, pod.port, dict(pod.labels))
         self.registry.add_device(spec)
@@ -201,7 +183,7 @@ class PoolController:
                 self._last_stamp = time.monotonic()
         return counts
 
-    def _mirror_leases(self, pods: dict[str, PodView]) -> None:
+    def _mirror_leases(self, pods: dict[str, DevicePod]) -> None:
         holders = self.registry.holders()
         for name in self._known:
             pod = pods.get(name)

@@ -2,7 +2,8 @@
 
 Why here: the controller logic is an algorithm (`venus_core.daas.pool`) and must not import the
 `kubernetes` client; this module is the edge that does, and it imports nothing from the algorithm
-packages (the controller duck-types `KubePodBackend` and `DevicePod`).
+packages (the controller duck-types `KubePodBackend`; the pod record both read, `DevicePod`,
+lives in `venus_core.config.pods`, the one layer both may import).
 
 Pods are built from the pod templates of the StatefulSets in `manifests/base/device-pool.yaml`
 (`android-emulator` -> kind "android", port `adb`; `browser` -> kind "web", port `cdp`), so the
@@ -28,7 +29,7 @@ import copy
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from typing import Any
 import urllib3
 import yaml
 from kubernetes import client, config
+
+from venus_core.config.pods import DevicePod
 
 MANAGED_BY = "venus-device-pool"
 L_MANAGED = "app.kubernetes.io/managed-by"
@@ -118,26 +121,6 @@ def core_api(host: str | None = None, kubeconfig: str | None = None,
     except config.ConfigException:
         config.load_kube_config(config_file=kubeconfig, context=context)
     return client.CoreV1Api()
-
-
-@dataclass
-class DevicePod:
-    """One pool pod as the controller sees it (`venus_core.daas.pool.PodView`)."""
-
-    name: str
-    kind: str
-    ready: bool
-    deleting: bool
-    failed: bool
-    host: str | None
-    port: int | None
-    created: float
-    heartbeat: float
-    group: str
-    phase: str
-    lease: str | None = None
-    client: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 def _epoch(value: str | None, fallback: float) -> float:
