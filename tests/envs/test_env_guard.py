@@ -1,45 +1,19 @@
 """`Env._guard`, the one misuse check every backend's reset/step calls: its exact messages.
 
 Backends and callers match on these texts (the conformance suite runs them through real
-backends); here a bare `Env` subclass pins each case without a device or browser."""
+backends); here a backend-less env (tests/env_stubs.py) pins each case without a device or
+browser."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from env_stubs import BareEnv
 
-from venus_core.actions.space import Action
-from venus_core.envs.base import Env, EnvError, Observation, Task
-
-
-class _Bare(Env):
-    name = "bare"
-
-    def __init__(self) -> None:
-        self.task: Task | None = None
-        self.done = False
-        self.closed = False
-
-    @property
-    def supported_actions(self) -> frozenset[str]:
-        return frozenset()
-
-    def reset(self, task: Task) -> Observation:
-        raise AssertionError("not used")
-
-    def step(self, action: Action) -> tuple[Observation, bool, dict[str, Any]]:
-        raise AssertionError("not used")
-
-    def is_successful(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self.closed = True
+from venus_core.envs.base import EnvError, Task
 
 
 def test_step_before_reset_then_running_then_done() -> None:
-    env = _Bare()
+    env = BareEnv()
     env._guard("reset")  # a fresh env may reset
     with pytest.raises(EnvError, match=r"^bare: step before reset$"):
         env._guard("step")
@@ -53,7 +27,7 @@ def test_step_before_reset_then_running_then_done() -> None:
 
 @pytest.mark.parametrize("op", ["reset", "step"])
 def test_anything_after_close(op: str) -> None:
-    env = _Bare()
+    env = BareEnv()
     env.task = Task(goal="g")
     env.close()
     with pytest.raises(EnvError, match=rf"^bare: {op} after close$"):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from venus_core.envs.base import DEFAULT_MAX_STEPS, Env, Task
+from venus_core.eval.online_common import open_envs, parse_items
 
 DEFAULT_TARGET = "sim-phone"
 ENV_NAMES = ("sim-phone", "miniwob")  # miniwob targets: venus_core.eval.online_web
@@ -62,27 +63,21 @@ def parse_target(text: str | None) -> Any:
         return parse_miniwob_target(text)
     if env not in ENV_NAMES:
         raise ValueError(f"online target {text!r}: unknown environment {env!r}; known: {', '.join(ENV_NAMES)}")
-    values: dict[str, Any] = {"env": env}
     known = {f.name for f in fields(OnlineTarget)}
-    for item in filter(None, (p.strip() for p in rest.split(","))):
-        key, sep, value = item.partition("=")
-        try:
-            if not sep:
-                raise ValueError("expected key=value")
-            if key == "levels":
-                values["levels"] = _levels(value)
-            elif key == "size":
-                w, h = value.lower().split("x")
-                values["width"], values["height"] = int(w), int(h)
-            elif key in ("lang", "transport"):
-                values[key] = value
-            elif key in known - {"env", "levels"}:
-                values[key] = int(value)
-            else:
-                raise ValueError(f"unknown key; known: levels, size, {', '.join(sorted(known - {'env', 'levels'}))}")
-        except ValueError as exc:
-            raise ValueError(f"online target {text!r}: {item!r}: {exc}") from None
-    target = OnlineTarget(**values)
+
+    def convert(key: str, value: str) -> dict[str, Any]:
+        if key == "levels":
+            return {"levels": _levels(value)}
+        if key == "size":
+            w, h = value.lower().split("x")
+            return {"width": int(w), "height": int(h)}
+        if key in ("lang", "transport"):
+            return {key: value}
+        if key in known - {"env", "levels"}:
+            return {key: int(value)}
+        raise ValueError(f"unknown key; known: levels, size, {', '.join(sorted(known - {'env', 'levels'}))}")
+
+    target = OnlineTarget(env=env, **parse_items(text, rest, convert))
     if target.transport not in ("inprocess", "adb"):
         raise ValueError(f"online target {text!r}: transport must be inprocess or adb")
     if target.episodes < 1 or target.envs < 1:
@@ -115,13 +110,6 @@ def make_envs(target: Any) -> list[Env]:
     if isinstance(target, MiniWobTarget):
         return miniwob_envs(target)
 
-    out: list[Env] = []
-    try:
-        for _ in range(min(target.envs, target.episodes)):
-            out.append(SimPhoneEnv(transport=target.transport, size=(target.width, target.height),  # type: ignore[arg-type]
-                                   lang=target.lang, wait_s=0.0))
-    except BaseException:
-        for env in out:
-            env.close()
-        raise
-    return out
+    return open_envs(min(target.envs, target.episodes),
+                     lambda: SimPhoneEnv(transport=target.transport, size=(target.width, target.height),  # type: ignore[arg-type]
+                                         lang=target.lang, wait_s=0.0))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from venus_core.envs.base import Env, Task
+from venus_core.eval.online_common import open_envs, parse_items
 
 ENV = "miniwob"
 DEFAULT_SEED = 100_000
@@ -56,28 +57,22 @@ def parse_miniwob_target(text: str) -> MiniWobTarget:
     env, _, rest = text.strip().partition(":")
     if env != ENV:
         raise ValueError(f"online target {text!r}: not a {ENV} target")
-    values: dict[str, Any] = {"tasks": _default_tasks()}
     known = {f.name for f in fields(MiniWobTarget)} - {"env"}
-    for item in filter(None, (p.strip() for p in rest.split(","))):
-        key, sep, value = item.partition("=")
-        try:
-            if not sep:
-                raise ValueError("expected key=value")
-            if key == "tasks":
-                names = tuple(t.strip() for t in value.replace(" ", "+").split("+") if t.strip())
-                unknown = [t for t in names if t not in task_names()]
-                if not names or unknown:
-                    raise ValueError(f"unknown MiniWoB task(s) {unknown}" if unknown else "no tasks")
-                values["tasks"] = names
-            elif key == "scale":
-                values["scale"] = float(value)
-            elif key in known:
-                values[key] = int(value)
-            else:
-                raise ValueError(f"unknown key; known: {', '.join(sorted(known))}")
-        except ValueError as exc:
-            raise ValueError(f"online target {text!r}: {item!r}: {exc}") from None
-    target = MiniWobTarget(**values)
+
+    def convert(key: str, value: str) -> dict[str, Any]:
+        if key == "tasks":
+            names = tuple(t.strip() for t in value.replace(" ", "+").split("+") if t.strip())
+            unknown = [t for t in names if t not in task_names()]
+            if not names or unknown:
+                raise ValueError(f"unknown MiniWoB task(s) {unknown}" if unknown else "no tasks")
+            return {"tasks": names}
+        if key == "scale":
+            return {"scale": float(value)}
+        if key in known:
+            return {key: int(value)}
+        raise ValueError(f"unknown key; known: {', '.join(sorted(known))}")
+
+    target = MiniWobTarget(**{"tasks": _default_tasks(), **parse_items(text, rest, convert)})
     if target.episodes < 1 or target.envs < 1 or not 1 <= target.max_steps <= 1000:
         raise ValueError(f"online target {text!r}: episodes and envs must be >= 1, max_steps 1..1000")
     return target
@@ -102,12 +97,5 @@ def miniwob_envs(target: MiniWobTarget) -> list[Env]:
     """`target.envs` MiniWoB envs (never more than episodes), one shared browser; caller closes."""
     from venus_core.envs.miniwob import MiniWobEnv
 
-    out: list[Env] = []
-    try:
-        for _ in range(min(target.envs, target.episodes)):
-            out.append(MiniWobEnv(scale=target.scale, episode_ms=target.episode_ms, wait_s=1.0))
-    except BaseException:
-        for env in out:
-            env.close()
-        raise
-    return out
+    return open_envs(min(target.envs, target.episodes),
+                     lambda: MiniWobEnv(scale=target.scale, episode_ms=target.episode_ms, wait_s=1.0))
