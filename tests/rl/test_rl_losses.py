@@ -65,6 +65,14 @@ def test_entropy_and_logprobs() -> None:
     assert torch.allclose(lp, torch.tensor([[math.log(0.5), 0.0, math.log(0.75)]]))
 
 
+def test_entropy_gradient_is_finite_with_suppressed_tokens() -> None:
+    # suppressed tokens are -inf logits: the entropy bonus must still give finite gradients
+    logits = torch.tensor([[[0.5, float("-inf"), -1.0], [0.0, 2.0, float("-inf")]]], requires_grad=True)
+    token_entropy(logits).sum().backward()
+    assert logits.grad is not None and torch.isfinite(logits.grad).all()
+    assert logits.grad[0, 0, 1] == 0 and logits.grad[0, 0, 0] != 0
+
+
 def test_grpo_loss_hand_value_and_mask() -> None:
     # two sequences, T=2; second sequence's last token is padding
     logp = torch.log(torch.tensor([[0.5, 0.5], [0.25, 0.9]]))

@@ -56,9 +56,10 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of the next-token distribution: logits [N, T, V] -> [N, T] (nats)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
-    p = logp.exp()
-    # tokens masked to -inf have p = 0 and contribute 0 (not 0 · -inf = nan)
-    return -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1)
+    # tokens masked to -inf have p = 0 and contribute 0, not 0 · -inf = nan; the -inf is replaced
+    # before the product so the backward pass stays finite too (a `where` after it would not)
+    safe = torch.where(torch.isfinite(logp), logp, torch.zeros_like(logp))
+    return -(logp.exp() * safe).sum(dim=-1)
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

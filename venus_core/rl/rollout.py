@@ -20,6 +20,7 @@ import torch
 from transformers import PreTrainedModel, ProcessorMixin
 
 from venus_core.models.batches import END_OF_TURN, encode_prompts
+from venus_core.rl.prefix import shared_prefix_logits, supports_shared_prefix
 from venus_core.rl.losses import token_entropy, token_logprobs
 
 
@@ -181,21 +182,26 @@ def sample_groups(
 
 
 def sequence_logprobs(
-    model: PreTrainedModel, batch: RolloutBatch, *, temperature: float = 1.0, with_entropy: bool = False
+    model: PreTrainedModel, batch: RolloutBatch, *, temperature: float = 1.0, with_entropy: bool = False,
+    shared_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities of the completion tokens (and entropies): [N, T] each.
 
-    Runs under the caller's grad mode; only the last T+1 positions go through the LM head.
+    Runs under the caller's grad mode; only the last T+1 positions go through the LM head. With
+    groups (G > 1) on a Qwen3-VL model each prompt runs once (`rl.prefix`), same values and gradients.
     """
     device = next(model.parameters()).device
     t = batch.completion_ids.shape[1]
-    vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in batch.vision.items()}
-    out = model(
-        input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-        mm_token_type_ids=batch.mm_token_type_ids.to(device), **vision,
-        logits_to_keep=t + 1, use_cache=False,
-    )
-    logits = out.logits[:, -(t + 1) : -1, :].float() / temperature  # [N, T, V]
+    if shared_prefix and batch.group_size > 1 and supports_shared_prefix(model):
+        logits = shared_prefix_logits(model, batch).float() / temperature  # [N, T, V]
+    else:
+        vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in batch.vision.items()}
+        out = model(
+            input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+            mm_token_type_ids=batch.mm_token_type_ids.to(device), **vision,
+            logits_to_keep=t + 1, use_cache=False,
+        )
+        logits = out.logits[:, -(t + 1) : -1, :].float() / temperature  # [N, T, V]
     if batch.suppressed:  # the sampler's distribution: suppressed tokens have probability 0
         logits[..., batch.suppressed] = float("-inf")
     logp = token_logprobs(logits, batch.completion_ids.to(device))
