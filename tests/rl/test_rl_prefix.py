@@ -58,3 +58,47 @@ def test_shared_prefix_rejects_rows_that_are_not_groups(tiny_dir: Path, groundin
         shared_prefix_logits(model, swapped)
     with pytest.raises(ValueError, match="whole groups"):
         shared_prefix_logits(model, batch.select([0, 1, 2]))
+
+
+def _prompt_tensors(model: torch.nn.Module, proc: object, chats: list) -> tuple:  # type: ignore[type-arg]
+    from venus_core.models.batches import encode_prompts
+    from venus_core.rl.rollout import _left_pad
+
+    ids, mm_rows, vision = encode_prompts(proc, chats)  # type: ignore[arg-type]
+    pad = int(proc.tokenizer.pad_token_id)  # type: ignore[attr-defined]
+    p_ids, p_mask = _left_pad(ids, pad)
+    p_mm, _ = _left_pad(mm_rows, 0)
+    return p_ids, p_mask, p_mm, vision, pad
+
+
+def test_greedy_shared_prefix_decoding_reproduces_generate(tiny_dir: Path, grounding_data: Path, nav_data: Path) -> None:
+    from venus_core.rl.prefix import shared_prefix_sample
+    from venus_core.rl.rollout import end_token_ids, suppressed_token_ids
+
+    model, proc = load_model(tiny_dir, ModelSpec())
+    chats = _chats(grounding_data, nav_data)
+    p_ids, p_mask, p_mm, vision, pad = _prompt_tensors(model, proc, chats)
+    ends, sup = end_token_ids(model, proc), suppressed_token_ids(proc)
+    ours = shared_prefix_sample(model, p_ids, p_mask, p_mm, vision, 2, 10, end_ids=ends, pad_id=pad, suppressed=sup,
+                                greedy=True)
+    ref = model.generate(input_ids=p_ids, attention_mask=p_mask, mm_token_type_ids=p_mm, **vision, do_sample=False,
+                         max_new_tokens=10, pad_token_id=pad, eos_token_id=ends, suppress_tokens=sup,
+                         repetition_penalty=1.0)[:, p_ids.shape[1]:]
+    assert ours.shape[0] == 2 * len(chats)
+    assert torch.equal(ours[::2], ref[:, : ours.shape[1]]) and torch.equal(ours[1::2], ours[::2])
+    # a nucleus this small keeps only the most likely token: sampling then equals greedy decoding
+    nucleus = shared_prefix_sample(model, p_ids, p_mask, p_mm, vision, 2, 10, end_ids=ends, pad_id=pad, suppressed=sup,
+                                   temperature=1.0, top_p=1e-6, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(nucleus, ours)
+
+
+def test_sampled_groups_differ_within_a_group_and_follow_the_seed(tiny_dir: Path, grounding_data: Path) -> None:
+    model, proc = load_model(tiny_dir, ModelSpec())
+    g = DatasetReader(grounding_data)
+    chats = [grounding_item(r, g.open_image).messages for r in list(g)[:2]]
+    a = sample_groups(model, proc, chats, 4, 8, seed=11)
+    b = sample_groups(model, proc, chats, 4, 8, seed=11)
+    assert torch.equal(a.completion_ids, b.completion_ids)
+    assert len({tuple(r.tolist()) for r in a.completion_ids[:4]}) > 1, "a group's samples are not all the same"
+    suppressed = set(a.suppressed)
+    assert suppressed and not (suppressed & set(a.completion_ids.flatten().tolist()))

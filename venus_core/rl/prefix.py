@@ -12,9 +12,16 @@ Positions: Qwen3-VL's multimodal RoPE positions are computed once for the full r
 (`get_rope_index`, the function the model itself uses), then sliced into the prompt part and the
 completion part, so the completion tokens get exactly the positions the plain pass gives them.
 
-Used automatically by `rollout.sequence_logprobs` when the batch has groups (G > 1) and the model
-exposes Qwen3-VL's `get_rope_index(input_ids, mm_token_type_ids, ...)`; other models (e.g.
-Qwen2.5-VL, whose rope index has another signature) take the plain pass.
+Sampling (`shared_prefix_sample`) uses the same trick: prefill the P prompts once, repeat the
+cache G times, then a plain decode loop (suppressed tokens -> temperature -> top-p -> multinomial,
+the order of transformers' logits processors; rows that ended emit the pad token). It also drops
+`generate`'s per-token bookkeeping, which dominates at the tiny default's size. Greedy decoding
+through it reproduces `model.generate(do_sample=False)` token for token (tested), which pins the
+positions, masks and cache handling.
+
+Used automatically by `rollout.sequence_logprobs` / `rollout.sample_groups` when the batch has
+groups (G > 1) and the model exposes Qwen3-VL's `get_rope_index(input_ids, mm_token_type_ids, ...)`;
+other models (e.g. Qwen2.5-VL, whose rope index has another signature) take the plain passes.
 """
 
 from __future__ import annotations
@@ -99,4 +106,75 @@ def shared_prefix_logits(model: PreTrainedModel, batch: RolloutBatch) -> torch.T
     return torch.cat([first_token, tail.logits[:, :-1, :]], dim=1)
 
 
-__all__ = ["shared_prefix_logits", "supports_shared_prefix"]
+@torch.no_grad()
+def shared_prefix_sample(
+    model: PreTrainedModel,
+    prompt_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    mm_token_type_ids: torch.Tensor,
+    vision: dict[str, torch.Tensor],
+    group_size: int,
+    max_new_tokens: int,
+    *,
+    end_ids: list[int],
+    pad_id: int,
+    suppressed: list[int],
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Sample `group_size` completions per prompt row: [P·G, T] token ids (T <= max_new_tokens),
+    rows prompt-major, `pad_id` after a row's end token; decoding stops when every row has ended.
+
+    `prompt_ids`, `attention_mask`, `mm_token_type_ids`: [P, L] left-padded prompts (one row per
+    group); `vision`: their images (pixel_values, image_grid_thw) on the model's device.
+    """
+    inner = _inner(model)
+    if inner is None:
+        raise ValueError("shared_prefix_sample: the model has no get_rope_index (not a Qwen-VL backbone)")
+    device = next(model.parameters()).device
+    g = group_size
+    grid = vision.get("image_grid_thw")
+    positions, _ = inner.get_rope_index(prompt_ids, mm_token_type_ids=mm_token_type_ids, image_grid_thw=grid,
+                                        attention_mask=attention_mask)
+    # the next text position of every row: one past the largest position the prompt used
+    next_pos = (positions.amax(dim=(0, 2)) + 1).repeat_interleave(g)  # [N]
+    cache = DynamicCache(config=model.config)
+    key = _cache_kwarg(model)
+    out = model(input_ids=prompt_ids, attention_mask=attention_mask, mm_token_type_ids=mm_token_type_ids,
+                position_ids=positions, use_cache=True, logits_to_keep=1, **{key: cache}, **vision)
+    cache.batch_repeat_interleave(g)
+    logits = out.logits[:, -1, :].float().repeat_interleave(g, dim=0)  # [N, V]
+    mask = attention_mask.repeat_interleave(g, dim=0)
+    n = mask.shape[0]
+    ends = torch.as_tensor(end_ids, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    tokens: list[torch.Tensor] = []
+    for step in range(max_new_tokens):
+        if suppressed:
+            logits[:, suppressed] = float("-inf")
+        if greedy:
+            nxt = logits.argmax(dim=-1)
+        else:
+            logits = logits / temperature
+            if top_p < 1.0:
+                sorted_logits, order = logits.sort(dim=-1, descending=False)
+                cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+                drop = cum <= (1 - top_p)
+                drop[:, -1] = False  # always keep the most likely token
+                logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+            nxt = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
+        nxt = torch.where(finished, torch.full_like(nxt, pad_id), nxt)
+        tokens.append(nxt)
+        finished |= torch.isin(nxt, ends)
+        if bool(finished.all()) or step == max_new_tokens - 1:
+            break
+        mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+        pos = (next_pos + step).view(1, n, 1).expand(3, n, 1)
+        out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, use_cache=True, **{key: cache})
+        logits = out.logits[:, -1, :].float()
+    return torch.stack(tokens, dim=1)
+
+
+__all__ = ["shared_prefix_logits", "shared_prefix_sample", "supports_shared_prefix"]

@@ -20,7 +20,7 @@ import torch
 from transformers import PreTrainedModel, ProcessorMixin
 
 from venus_core.models.batches import END_OF_TURN, encode_prompts
-from venus_core.rl.prefix import shared_prefix_logits, supports_shared_prefix
+from venus_core.rl.prefix import shared_prefix_logits, shared_prefix_sample, supports_shared_prefix
 from venus_core.rl.losses import token_entropy, token_logprobs
 
 
@@ -140,8 +140,13 @@ def sample_groups(
     temperature: float = 1.0,
     top_p: float = 1.0,
     seed: int | None = None,
+    shared_prefix: bool = True,
 ) -> RolloutBatch:
-    """Sample `group_size` completions for each chat in `prompts` (rows are prompt-major)."""
+    """Sample `group_size` completions for each chat in `prompts` (rows are prompt-major).
+
+    On a Qwen3-VL model each prompt is prefilled once and its cache shared by its group
+    (`rl.prefix.shared_prefix_sample`); otherwise `model.generate` on the repeated rows.
+    """
     if not prompts:
         raise ValueError("sample_groups: no prompts")
     if group_size < 1 or max_new_tokens < 1 or temperature <= 0:
@@ -150,27 +155,37 @@ def sample_groups(
     tok = processor.tokenizer  # type: ignore[attr-defined]
     pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
     ids, mm_rows, vision = encode_prompts(processor, prompts)
-    ids = [r for r in ids for _ in range(group_size)]
-    mm_rows = [r for r in mm_rows for _ in range(group_size)]
-    input_ids, attention = _left_pad(ids, pad)
-    mm_types, _ = _left_pad(mm_rows, 0)
-    vision = _repeat_vision(vision, [_images_per_chat(p) for p in prompts], group_size)
     device = next(model.parameters()).device
-    vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in vision.items()}
+    end_ids = end_token_ids(model, processor)
+    suppressed = suppressed_token_ids(processor)
     if seed is not None:
         torch.manual_seed(seed)
     was_training = model.training
     model.eval()
-    end_ids = end_token_ids(model, processor)
-    out = model.generate(
-        input_ids=input_ids.to(device), attention_mask=attention.to(device),
-        mm_token_type_ids=mm_types.to(device), **vision,
-        do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=None,
-        repetition_penalty=1.0, max_new_tokens=int(max_new_tokens), pad_token_id=pad, eos_token_id=end_ids,
-        suppress_tokens=suppressed_token_ids(processor) or None,
-    )
+    if shared_prefix and supports_shared_prefix(model):
+        p_ids, p_attention = _left_pad(ids, pad)
+        p_mm, _ = _left_pad(mm_rows, 0)
+        p_vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in vision.items()}
+        new = shared_prefix_sample(
+            model, p_ids.to(device), p_attention.to(device), p_mm.to(device), p_vision, group_size, max_new_tokens,
+            end_ids=end_ids, pad_id=pad, suppressed=suppressed, temperature=temperature, top_p=top_p,
+        ).cpu()
+        input_ids, attention, mm_types = (t.repeat_interleave(group_size, dim=0) for t in (p_ids, p_attention, p_mm))
+        vision = _repeat_vision(vision, [_images_per_chat(p) for p in prompts], group_size)
+    else:
+        input_ids, attention = _left_pad([r for r in ids for _ in range(group_size)], pad)
+        mm_types, _ = _left_pad([r for r in mm_rows for _ in range(group_size)], 0)
+        vision = _repeat_vision(vision, [_images_per_chat(p) for p in prompts], group_size)
+        vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in vision.items()}
+        out = model.generate(
+            input_ids=input_ids.to(device), attention_mask=attention.to(device),
+            mm_token_type_ids=mm_types.to(device), **vision,
+            do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=None,
+            repetition_penalty=1.0, max_new_tokens=int(max_new_tokens), pad_token_id=pad, eos_token_id=end_ids,
+            suppress_tokens=suppressed or None,
+        )
+        new = out[:, input_ids.shape[1] :].cpu()
     model.train(was_training)
-    new = out[:, input_ids.shape[1] :].cpu()
     cmask = completion_mask(new, end_ids)
     new = torch.where(cmask.bool(), new, torch.full_like(new, pad))
     texts = [str(t) for t in tok.batch_decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)]
@@ -178,7 +193,7 @@ def sample_groups(
     full_mm = torch.cat([mm_types, torch.zeros_like(new)], dim=1)
     return RolloutBatch(torch.cat([input_ids, new], dim=1), full_mask, full_mm,
                         {k: v.cpu() for k, v in vision.items()}, new, cmask, texts, group_size,
-                        suppressed_token_ids(processor))
+                        suppressed)
 
 
 def sequence_logprobs(
