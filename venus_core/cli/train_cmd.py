@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from venus_core.cli._common import fail, out_console
+from venus_core.cli._common import SET_HELP, fail, out_console
 
 
 def bootstrap_cmd(
@@ -18,13 +18,14 @@ def bootstrap_cmd(
     steps: Annotated[str | None, typer.Option("--steps", help="comma-separated optimizer steps per stage, e.g. 800,300,1000,500,150; 0 skips a stage; data sizes stay those of --scale, so watch passes_over_data in the report")] = None,
     init: Annotated[Path | None, typer.Option("--init", help="continue from a stage checkpoint (WORK/ckpt-K/step-N) instead of random init")] = None,
     eval_limit: Annotated[int, typer.Option("--eval-limit", min=1, help="held-out samples per domain per stage")] = 100,
+    overrides: Annotated[list[str] | None, typer.Option("--set", "-s", help=SET_HELP + " (e.g. model.tiny.hidden_size=256)")] = None,
 ) -> None:
     """Pre-train the tiny model through curriculum levels 0 (coarse, then exact) → 1 → 2 → 3 (about 30 CPU-minutes at scale 1, ~10 of them generating data)."""
     import os
 
     import torch
 
-    from venus_core.config import load_spec
+    from venus_core.config import SpecError, load_spec
     from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, scaled, with_steps
     from venus_core.train.tracker import JsonlTracker
 
@@ -33,11 +34,11 @@ def bootstrap_cmd(
         stages = scaled(DEFAULT_STAGES, scale)
         if steps:
             stages = with_steps(stages, [int(x) for x in steps.split(",")])
-        agent = load_spec(str(spec), [])
+        agent = load_spec(str(spec), overrides or [])
         report = bootstrap(output, agent, work_dir=work or output.with_name(output.name + ".work"),
                            stages=stages, eval_limit=eval_limit,
                            init_checkpoint=init, tracker=JsonlTracker(output.with_name(output.name + ".metrics.jsonl")))
-    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+    except (FileExistsError, FileNotFoundError, ValueError, SpecError) as exc:
         fail(str(exc))
     for st in report["stages"]:
         rates = ", ".join(f"{k} {v['value']:.1%} (n={v['n']})" for k, v in st["held_out"].items())
