@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.local import LocalRunError, TaskLog, format_summary, run_local
+from pipelines.local import LocalRunError, TaskLog, format_summary, run_local, stage_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "agents" / "venus-tiny"
@@ -67,10 +67,23 @@ def test_a_failing_job_stops_the_run_at_its_stage_with_its_error(tmp_path: Path)
 
 
 @pytest.mark.slow
+def test_stage_threads_follow_omp_num_threads_else_every_usable_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert stage_threads() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert stage_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "two")
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS"):
+        stage_threads()
+
+
 def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) -> None:
     summary = run_local(TINY, SHRINK, tmp_path, echo=None)
     stages = summary["stages"]
     assert summary["status"] == "SUCCESS"
+    assert summary["torch_threads"] == stage_threads()
     assert [s["stage"] for s in stages] == ["score_data", "mid_train", "offline_rl", "offline_rl",
                                             "offline_rl", "merge", "evaluate"]
     assert all(s["status"] == "SUCCESS" and s["seconds"] > 0 for s in stages)
