@@ -27,6 +27,7 @@ Sampling: TRL suppresses only `<|image_pad|>`, ours all four vision tokens (a sa
 TRL is not a dependency of the project: `pip install trl` (it pulls accelerate and datasets).
 
     OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--prompts 8] [--group 8] [--tokens 8] [--steps 5]
+        [--prompt grounding|navigation]
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ def _require_trl() -> Any:
     return trl
 
 
+def prompt_text(kind: str) -> str:
+    """The UI-Venus grounding prompt (~115 tokens with the image) or the mobile navigation prompt
+    (~915 tokens: where the shared-prefix passes matter most)."""
+    from venus_core.models.prompts import grounding_prompt, navigation_prompt
+
+    return grounding_prompt(INSTRUCTION) if kind == "grounding" else navigation_prompt(INSTRUCTION, [], "mobile")
+
+
 def length_reward_value(text: str) -> float:
     return 1.0 / (1.0 + len(text))
 
@@ -77,7 +86,7 @@ def bench_ours(model_dir: Path, records: list[Any], reader: Any, args: argparse.
     from venus_core.models.loading import load_model
     from venus_core.rewards.base import RewardResult
     from venus_core.rl.grpo import OfflineGRPO
-    from venus_core.models.prompts import build_messages, grounding_prompt
+    from venus_core.models.prompts import build_messages
     from venus_core.rl.grpo import PromptItem
     from venus_core.train.tracker import NullTracker
 
@@ -88,7 +97,7 @@ def bench_ours(model_dir: Path, records: list[Any], reader: Any, args: argparse.
                            max_new_tokens=args.tokens, lr=1e-4, kl_coef=args.kl, temperature=1.0)
     model, proc = load_model(model_dir, ModelSpec())
     trainer = OfflineGRPO(model, proc, spec, NullTracker())
-    items = [PromptItem(build_messages(reader.open_image(r.image), grounding_prompt(INSTRUCTION)), {}, r.id)
+    items = [PromptItem(build_messages(reader.open_image(r.image), prompt_text(args.prompt)), {}, r.id)
              for r in records]
     rows: list[dict[str, float]] = []
     for step in range(args.steps + 1):
@@ -127,12 +136,11 @@ def bench_trl(model_dir: Path, records: list[Any], reader: Any, args: argparse.N
 
     from venus_core.config.spec import ModelSpec
     from venus_core.models.loading import load_model
-    from venus_core.models.prompts import grounding_prompt
     from venus_core.rl.rollout import suppressed_token_ids
 
     model, proc = load_model(model_dir, ModelSpec())
     rows = [{"prompt": [{"role": "user", "content": [{"type": "image"},
-                                                      {"type": "text", "text": grounding_prompt(INSTRUCTION)}]}],
+                                                      {"type": "text", "text": prompt_text(args.prompt)}]}],
              "image": reader.open_image(r.image)} for r in records]
     dataset = Dataset.from_list(rows)
 
@@ -149,7 +157,6 @@ def bench_trl(model_dir: Path, records: list[Any], reader: Any, args: argparse.N
         # the same suppressed vision tokens as ours, so both sample from the same distribution
         generation_kwargs={"suppress_tokens": suppressed_token_ids(proc)},
     )
-    times: dict[str, list[float]] = {}
     steps: list[float] = []
 
     class StepClock(TrainerCallback):
@@ -196,6 +203,8 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--kl", type=float, default=4e-3)
+    ap.add_argument("--prompt", choices=("grounding", "navigation"), default="grounding",
+                    help="grounding (~115-token prompts) or mobile navigation (~915 tokens)")
     args = ap.parse_args()
     trl = _require_trl()
     torch.set_num_threads(1)
@@ -205,7 +214,7 @@ def main() -> None:
         ours = bench_ours(model_dir, records, reader, args)
         theirs = bench_trl(model_dir, records, reader, args, work)
     n = args.prompts * args.group
-    print(f"GRPO step, tiny Qwen3-VL, {args.prompts} prompts x {args.group} completions x {args.tokens} tokens, "
+    print(f"GRPO step, tiny Qwen3-VL, {args.prompt} prompts: {args.prompts} prompts x {args.group} completions x {args.tokens} tokens, "
           f"1 thread, median of {args.steps} steps (torch {torch.__version__}, trl {trl.__version__})")
     print(f"{'':8}{'samples/s':>10}{'step s':>8}{'generate':>10}{'logprob':>9}{'loss+bwd':>10}")
     print(f"{'venus':8}{n / ours['step_s']:>10.1f}{ours['step_s']:>8.2f}{ours['generate_s']:>10.2f}"
