@@ -19,7 +19,8 @@ def offline_rl(
     metrics: Output[Metrics],
 ) -> None:
     """Offline GRPO for one domain (UI-Venus-1.5 stage 2) from the mid-trained checkpoint, on the
-    scored mixture's train split: grounding (point-in-box reward) or mobile / web navigation
+    scored sources named in offline_rl.<domain>.sources (minus the mixture's validation split), or
+    on the scored mixture's train split when none are named: grounding (point-in-box reward) or mobile / web navigation
     (action reward, history alignment, sparse-action enhancement). `model/model` is the specialist.
     """
     import json
@@ -32,7 +33,7 @@ def offline_rl(
     with open(spec_file, "w", encoding="utf-8") as f:
         f.write(agent_spec)
     argv = ["--spec", spec_file, "--out", model.path, "--domain", domain,
-            "--model", os.path.join(base.path, "model"), "--data", os.path.join(data.path, "mixture", "train"),
+            "--model", os.path.join(base.path, "model"), "--data-root", data.path,
             "--set", f"offline_rl.{domain}.lr={lr!r}", "--set", f"offline_rl.{domain}.max_steps={max_steps}",
             "--set", f"offline_rl.{domain}.kl_coef={kl_coef!r}"]
     for item in overrides:

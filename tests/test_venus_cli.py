@@ -116,6 +116,7 @@ def test_run_reports_the_failing_stage(tmp_path: Path) -> None:
     source stops it at score_data with the job's own error and exit status 1."""
     broken = "data.sources=[{name: broken, kind: dataset, uri: " + str(tmp_path / "missing") + "}]"
     res = runner.invoke(app, ["run", str(ROOT / "agents/venus-tiny"), "--quiet", "--set", broken,
+                              "--set", "offline_rl.grounding.sources=[]",
                               "--out", str(tmp_path / "out")])
     assert res.exit_code == 1
     assert "stage score_data failed" in res.output and "missing" in res.output

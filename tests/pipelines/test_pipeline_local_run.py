@@ -57,7 +57,7 @@ def test_format_summary_has_one_line_per_stage() -> None:
 def test_a_failing_job_stops_the_run_at_its_stage_with_its_error(tmp_path: Path) -> None:
     broken = "data.sources=[{name: broken, kind: dataset, uri: " + str(tmp_path / "missing") + "}]"
     with pytest.raises(LocalRunError) as info:
-        run_local(TINY, [broken], tmp_path / "run", echo=None)
+        run_local(TINY, [broken, "offline_rl.grounding.sources=[]"], tmp_path / "run", echo=None)
     err = info.value
     assert err.stage == "score_data"
     assert "missing" in err.log_tail  # the job's own error, not just kfp's "task failed"
@@ -66,7 +66,6 @@ def test_a_failing_job_stops_the_run_at_its_stage_with_its_error(tmp_path: Path)
     assert [s["task"] for s in summary["stages"]] == ["score-data"]  # nothing ran after it
 
 
-@pytest.mark.slow
 def test_stage_threads_follow_omp_num_threads_else_every_usable_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
@@ -79,6 +78,7 @@ def test_stage_threads_follow_omp_num_threads_else_every_usable_cpu(monkeypatch:
         stage_threads()
 
 
+@pytest.mark.slow
 def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) -> None:
     summary = run_local(TINY, SHRINK, tmp_path, echo=None)
     stages = summary["stages"]

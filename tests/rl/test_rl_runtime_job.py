@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from venus_core.runtime.offline_rl import main, split_held_out
+from venus_core.runtime.offline_rl import exclude_records, main, resolve_data_root, split_held_out
 
 SPEC = str(Path(__file__).resolve().parents[2] / "agents" / "venus-tiny")
 
@@ -33,7 +33,7 @@ def test_grounding_job_writes_checkpoint_metrics_and_report(tiny_dir: Path, grou
     ])
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["records"] == {"train": 10, "held_out": 2, "kinds_seen": {"grounding": 12}}
+    assert report["records"] == {"train": 10, "held_out": 2, "kinds_seen": {"grounding": 12}, "excluded": 0}
     for key in ("hit", "parsed"):
         for side in ("held_out_before", "held_out_after"):
             r = report[side][key]
@@ -80,3 +80,68 @@ def test_split_is_by_group_and_deterministic() -> None:
     a = split_held_out(recs, 7, 0)
     b = split_held_out(recs, 7, 0)
     assert [r.id for r in a[1]] == [r.id for r in b[1]] and len(a[1]) == 7 and len(a[0]) == 43
+
+
+def _copy_subset(src: Path, dst: Path, keep: int) -> list[str]:
+    """A dataset with the first `keep` records of `src` (images re-put); returns their ids."""
+    from venus_core.data.store import DatasetReader, DatasetWriter
+
+    reader = DatasetReader(src)
+    ids = []
+    with DatasetWriter(dst) as w:
+        for rec in list(reader)[:keep]:
+            with reader.open_image(rec.image) as img:  # type: ignore[attr-defined]
+                ref = w.put_image(img.copy())
+            w.write(rec.model_copy(update={"image": ref}))
+            ids.append(rec.id)
+    return ids
+
+
+def _score_root(tmp_path: Path, grounding_data: Path, validation_keep: int) -> Path:
+    root = tmp_path / "scored-out"
+    (root / "scored" / "g0").mkdir(parents=True)
+    (root / "scored" / "g0" / "dataset").symlink_to(grounding_data)
+    (root / "mixture").mkdir()
+    (root / "mixture" / "train").symlink_to(grounding_data)
+    _copy_subset(grounding_data, root / "mixture" / "validation", validation_keep)
+    (root / "report.json").write_text(json.dumps({"final_datasets": {"g0": "scored/g0/dataset"}}))
+    return root
+
+
+def test_data_root_takes_the_named_sources_minus_the_validation_split(tiny_dir: Path, grounding_data: Path,
+                                                                     tmp_path: Path) -> None:
+    from venus_core.config import load_spec
+
+    root = _score_root(tmp_path, grounding_data, validation_keep=4)
+    spec = load_spec(SPEC, ["data.sources.0.name=g0", "offline_rl.grounding.sources=[g0]"])
+    data, exclude = resolve_data_root(root, spec, "grounding")
+    assert data == [str(root / "scored/g0/dataset")] and exclude == [str(root / "mixture/validation")]
+    assert resolve_data_root(root, spec, "mobile") == ([str(root / "mixture/train")], [])  # no sources: the mixture
+    from venus_core.data.store import DatasetReader
+
+    records = list(DatasetReader(grounding_data))
+    kept, n = exclude_records(records, exclude)
+    assert n == 4 and len(kept) == len(records) - 4
+    assert not {r.id for r in kept} & {r.id for r in DatasetReader(root / "mixture/validation")}
+    out = tmp_path / "out"
+    assert main(["--domain", "grounding", "--spec", SPEC, "--model", str(tiny_dir), "--data-root", str(root),
+                 "--out", str(out), "--set", "data.sources.0.name=g0", "--set", "offline_rl.grounding.sources=[g0]",
+                 "--set", "offline_rl.grounding.reward=rl_test_length", "--set", "offline_rl.grounding.max_steps=1",
+                 "--set", "offline_rl.grounding.prompts_per_step=2", "--set", "offline_rl.grounding.group_size=2",
+                 "--set", "offline_rl.grounding.max_new_tokens=4", "--set", "eval.held_out=2"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["records"]["excluded"] == 4 and report["records"]["train"] + report["records"]["held_out"] == 8
+    assert report["data"]["exclude"] == exclude
+
+
+def test_data_root_errors_name_the_problem(grounding_data: Path, tmp_path: Path) -> None:
+    from venus_core.config import SpecError, load_spec
+
+    root = _score_root(tmp_path, grounding_data, validation_keep=1)
+    spec = load_spec(SPEC, ["data.sources.0.name=g9", "offline_rl.grounding.sources=[g9]"])
+    with pytest.raises(ValueError, match=r"sources \['g9'\].*final_datasets \['g0'\]"):
+        resolve_data_root(root, spec, "grounding")
+    with pytest.raises(ValueError, match="cannot read final_datasets"):
+        resolve_data_root(tmp_path / "nowhere", spec, "grounding")
+    with pytest.raises(SpecError, match="offline_rl.web.sources: 'nope' is not a data source"):
+        load_spec(SPEC, ["offline_rl.web.sources=[nope]"])

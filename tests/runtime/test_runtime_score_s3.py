@@ -88,6 +88,7 @@ def test_score_data_fetches_an_s3_source_and_records_where_it_came_from(publishe
     uri, _ = published
     out = tmp_path / "out"
     argv = ["--spec", str(SPEC), "--out", str(out),
+            "--set", "offline_rl.grounding.sources=[]",
             "--set", f"data.sources=[{{name: remote-g0, kind: dataset, uri: '{uri}'}}]"]
     assert score_main(argv) == 0
     report = json.loads((out / "report.json").read_text())
@@ -95,10 +96,10 @@ def test_score_data_fetches_an_s3_source_and_records_where_it_came_from(publishe
     (entry,) = report["inputs"]
     assert entry["fetched_from"] == uri and entry["uri"] == str(out / "remote" / "remote-g0")
     assert report["mixture"]["train"] > 0
-    spec = load_spec(SPEC, [argv[-1]])
+    spec = load_spec(SPEC, [argv[-3], argv[-1]])
     again, info = fetch_source(spec.data.sources[0], out / "remote")  # what a restarted pod does first
     assert info["up_to_date"] is True and again.uri == str(out / "remote" / "remote-g0")
 
-    missing = ["--spec", str(SPEC), "--out", str(tmp_path / "o2"),
+    missing = ["--spec", str(SPEC), "--out", str(tmp_path / "o2"), "--set", "offline_rl.grounding.sources=[]",
                "--set", f"data.sources=[{{name: gone, kind: dataset, uri: 's3://{BUCKET}/nothing/here'}}]"]
     assert score_main(missing) == 1

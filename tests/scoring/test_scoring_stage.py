@@ -52,6 +52,7 @@ def test_runtime_job_rules_judge(tmp_path: Path, synth_dir: Path, capsys: pytest
     decisions = report["scoring"]["synth"]["decisions"]
     assert report["sources"]["synth"]["records"] == n and sum(decisions.values()) == cleaned
     assert report["judge"]["id"] == "rules"
+    assert report["final_datasets"] == {"synth": "scored/synth/dataset"}  # what offline RL --data-root reads
     mix = report["mixture"]
     assert mix["train"] + mix["validation"] == sum(mix["selected_by_domain"].values()) > 0
     for part in ("cleaned/synth/dataset", "scored/synth/dataset", "mixture/train"):
@@ -66,6 +67,7 @@ def test_runtime_job_without_scoring(tmp_path: Path, synth_dir: Path) -> None:
                  "--set", "scoring.enabled=false"]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["scoring"] == {} and "judge" not in report and not (out / "scored").exists()
+    assert report["final_datasets"] == {"synth": "cleaned/synth/dataset"}
     assert report["clean"]["synth"]["steps"] == {} and report["mixture"]["train"] > 0
 
 

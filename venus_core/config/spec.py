@@ -310,3 +310,13 @@ class AgentSpec(Section):
                 "starting and ending with a letter or digit"
             )
         return self
+
+    @model_validator(mode="after")
+    def _rl_sources(self) -> AgentSpec:
+        known = [s.name for s in self.data.sources]
+        for domain in ("grounding", "mobile", "web"):
+            for name in getattr(self.offline_rl, domain).sources:
+                if name not in known:
+                    raise ValueError(f"offline_rl.{domain}.sources: {name!r} is not a data source (data.sources: {known}); "
+                                     f"set offline_rl.{domain}.sources=[] to train on the mixture")
+        return self

@@ -118,6 +118,11 @@ class OfflineRLDomainSpec(Section):
     sparse_actions: SparseActionSpec | None = Field(None, description="navigation only")
     seed: int = Field(0, description="seed")
     save_every: int = Field(20, ge=1, description="checkpoint every N steps when the job has --checkpoints (exact resume)")
+    sources: list[str] = Field(
+        default_factory=list,
+        description="data.sources (by name) this job trains on, as scored by score_data, minus the mixture's "
+        "validation records; empty = the mid-training mixture's train split. RL data need not follow the "
+        "mid-training ratios (the mixture keeps only as many records per domain as its scarcest domain allows)")
 
 
 class GroundingRLSpec(OfflineRLDomainSpec):

@@ -134,6 +134,8 @@ def run_data_stage(
             judge.close()
         summary["bucket_table"] = bucket_table(summary["scoring"])
         log(summary["bucket_table"])
+    # each source's final dataset (scored, else cleaned), relative to `out`: offline RL jobs pick theirs
+    summary["final_datasets"] = {name: str(path.relative_to(out)) for name, path in mix_inputs}
     weights = {s.name: s.weight for s in spec.data.sources if s.name in names}
     manifest = build_mixture(
         [p for _, p in mix_inputs],
