@@ -175,16 +175,8 @@ class _ParentRun:
         if self.run_id is None:
             yield
             return
-        saved = {k: os.environ.get(k) for k in (PARENT_ENV, TRACKING_ENV)}
-        os.environ[PARENT_ENV], os.environ[TRACKING_ENV] = self.run_id, str(self.uri)
-        try:
+        with _env({PARENT_ENV: self.run_id, TRACKING_ENV: str(self.uri)}):
             yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
     def finish(self, summary: dict[str, Any], path: Path) -> dict[str, Any] | None:
         """Close the parent run with the pipeline's status; where it is, for the summary."""
@@ -216,6 +208,7 @@ def stage_threads() -> int:
 
 @contextlib.contextmanager
 def _env(values: dict[str, str]) -> Any:
+    """Set environment variables for the block; restore (or remove) them afterwards."""
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
