@@ -162,24 +162,23 @@ def sample_groups(
         torch.manual_seed(seed)
     was_training = model.training
     model.eval()
+    p_ids, p_attention = _left_pad(ids, pad)  # one row per prompt
+    p_mm, _ = _left_pad(mm_rows, 0)
+    input_ids, attention, mm_types = (t.repeat_interleave(group_size, dim=0) for t in (p_ids, p_attention, p_mm))
+    repeated = _repeat_vision(vision, [_images_per_chat(p) for p in prompts], group_size)
+
+    def on_device(v: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: (t.to(device, model.dtype) if t.is_floating_point() else t.to(device)) for k, t in v.items()}
+
     if shared_prefix and supports_shared_prefix(model):
-        p_ids, p_attention = _left_pad(ids, pad)
-        p_mm, _ = _left_pad(mm_rows, 0)
-        p_vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in vision.items()}
         new = shared_prefix_sample(
-            model, p_ids.to(device), p_attention.to(device), p_mm.to(device), p_vision, group_size, max_new_tokens,
-            end_ids=end_ids, pad_id=pad, suppressed=suppressed, temperature=temperature, top_p=top_p,
+            model, p_ids.to(device), p_attention.to(device), p_mm.to(device), on_device(vision), group_size,
+            max_new_tokens, end_ids=end_ids, pad_id=pad, suppressed=suppressed, temperature=temperature, top_p=top_p,
         ).cpu()
-        input_ids, attention, mm_types = (t.repeat_interleave(group_size, dim=0) for t in (p_ids, p_attention, p_mm))
-        vision = _repeat_vision(vision, [_images_per_chat(p) for p in prompts], group_size)
     else:
-        input_ids, attention = _left_pad([r for r in ids for _ in range(group_size)], pad)
-        mm_types, _ = _left_pad([r for r in mm_rows for _ in range(group_size)], 0)
-        vision = _repeat_vision(vision, [_images_per_chat(p) for p in prompts], group_size)
-        vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in vision.items()}
         out = model.generate(
             input_ids=input_ids.to(device), attention_mask=attention.to(device),
-            mm_token_type_ids=mm_types.to(device), **vision,
+            mm_token_type_ids=mm_types.to(device), **on_device(repeated),
             do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=None,
             repetition_penalty=1.0, max_new_tokens=int(max_new_tokens), pad_token_id=pad, eos_token_id=end_ids,
             suppress_tokens=suppressed or None,
@@ -191,9 +190,8 @@ def sample_groups(
     texts = [str(t) for t in tok.batch_decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)]
     full_mask = torch.cat([attention, cmask.long()], dim=1)
     full_mm = torch.cat([mm_types, torch.zeros_like(new)], dim=1)
-    return RolloutBatch(torch.cat([input_ids, new], dim=1), full_mask, full_mm,
-                        {k: v.cpu() for k, v in vision.items()}, new, cmask, texts, group_size,
-                        suppressed)
+    return RolloutBatch(torch.cat([input_ids, new], dim=1), full_mask, full_mm, repeated, new, cmask, texts,
+                        group_size, suppressed)
 
 
 def sequence_logprobs(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import random
 import sys
 import time
@@ -37,7 +38,7 @@ from typing import Any
 import torch
 
 from venus_core.config import AgentSpec
-from venus_core.data.schema import GroundingSample, NavigationStep
+from venus_core.data.schema import GroundingSample, NavigationStep, Trajectory
 from venus_core.data.store import DatasetReader
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.rl_checkpoint import Checkpointing, StoppedAt
@@ -82,12 +83,8 @@ def load_records(dirs: Sequence[str], domain: str, history_len: int) -> tuple[li
 
 
 def _group_key(rec: Any) -> str:
-    return rec.episode_id if isinstance(rec, NavigationStep) else rec.id
-
-
-def _record_key(rec: Any) -> str:
-    """Episode id of trajectories and steps, record id otherwise (what a held-out split keeps whole)."""
-    return rec.episode_id if isinstance(rec, NavigationStep) or rec.kind == "trajectory" else rec.id
+    """Episode id of navigation steps and trajectories, record id otherwise (a split keeps it whole)."""
+    return rec.episode_id if isinstance(rec, (NavigationStep, Trajectory)) else rec.id
 
 
 def resolve_data_root(root: str | Path, spec: AgentSpec, domain: str) -> tuple[list[str], list[str]]:
@@ -102,8 +99,6 @@ def resolve_data_root(root: str | Path, spec: AgentSpec, domain: str) -> tuple[l
         return [str(root / "mixture" / "train")], []
     report_file = root / "report.json"
     try:
-        import json
-
         finals = json.loads(report_file.read_text(encoding="utf-8"))["final_datasets"]
     except (OSError, ValueError, KeyError) as exc:
         raise ValueError(f"--data-root {root}: cannot read final_datasets from {report_file} ({exc}); "
@@ -118,7 +113,7 @@ def exclude_records(records: list[Any], dirs: Sequence[str]) -> tuple[list[Any],
     """`records` minus those whose episode (or record) id appears in the datasets `dirs`; and the count."""
     if not dirs:
         return records, 0
-    keys = {_record_key(rec) for d in dirs for rec in DatasetReader(d)}
+    keys = {_group_key(rec) for d in dirs for rec in DatasetReader(d)}
     kept = [r for r in records if _group_key(r) not in keys]
     return kept, len(records) - len(kept)
 
@@ -235,8 +230,6 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
 
 
 def _json(obj: Any) -> str:
-    import json
-
     return json.dumps(obj, indent=2, ensure_ascii=False, default=str)
 
 
