@@ -54,7 +54,7 @@ def test_merge_job_compares_candidates_with_best_single(tmp_path: Path) -> None:
     dirs = [_specialist(base, tmp_path / n, i + 1) for i, n in enumerate(names)]
     data = _grounding(tmp_path / "ss")
     out = tmp_path / "out"
-    argv = ["--spec", str(AGENT), "--set", "eval.batch_size=2", "--base", str(base), "--out", str(out),
+    argv = ["--spec", str(AGENT), "--set", "eval.batch_size=2", "--set", "merge.method=ties", "--base", str(base), "--out", str(out),
             "--evaluate", "--data", str(data), "--limit", "2"]
     for n, d in zip(names, dirs):
         argv += ["--model", f"{n}={d}"]

@@ -34,7 +34,8 @@ def test_merge_job_writes_model_candidates_and_report(tmp_path: Path) -> None:
         _ckpt(tmp_path / name, i + 1, base)
     out = tmp_path / "out"
     spec = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
-    rc = main(["--spec", str(spec), "--base", str(tmp_path / "base"), "--out", str(out), "--candidates",
+    rc = main(["--spec", str(spec), "--set", "merge.method=ties",  # venus-tiny publishes linear; this tests TIES
+               "--base", str(tmp_path / "base"), "--out", str(out), "--candidates",
                "--model", f"grounding={tmp_path / 'grounding'}", "--model", f"mobile={tmp_path / 'mobile'}",
                "--model", f"web={tmp_path / 'web'}"])
     assert rc == 0
