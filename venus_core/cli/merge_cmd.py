@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 import typer
 
@@ -38,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="take this part from the base unchanged; repeatable")
     p.add_argument("--max-working-bytes", type=int, default=1 << 30)
     p.add_argument("--shard-bytes", type=int, default=2 * (1 << 30))
+    p.add_argument("--threads", type=int, default=None,
+                   help="worker threads (default: torch's thread count, i.e. OMP_NUM_THREADS or the cores)")
+    p.add_argument("--backend", choices=("fused", "torch"), default="fused",
+                   help="fused numba kernels (default) or the block-wise torch reference path")
     p.add_argument("-o", "--out", required=True, help="output directory (must be empty or absent)")
     return p
 
@@ -70,11 +75,14 @@ def register(app: typer.Typer) -> None:
                 **{"lambda": args.lambda_}, trim_scope=args.trim_scope, election=election,
                 zero_sign=zero_sign, threshold_ties=args.threshold_ties, parts=parts,
                 max_working_bytes=args.max_working_bytes, shard_bytes=args.shard_bytes,
+                threads=args.threads, backend=args.backend,
             )
+            t0 = time.perf_counter()
             report = merge_checkpoints(args.base, args.models, args.out, cfg)
+            seconds = time.perf_counter() - t0
         except (ValueError, FileExistsError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
         summary = {p: {k: v[k] for k in ("achieved_density", "sign_conflict_rate", "unchanged_tensors")}
                    for p, v in report["parts"].items()}  # type: ignore[union-attr]
-        typer.echo(json.dumps({"out": args.out, "parts": summary}, indent=1))
+        typer.echo(json.dumps({"out": args.out, "seconds": round(seconds, 3), "parts": summary}, indent=1))

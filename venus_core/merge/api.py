@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from venus_core.config.registry import MERGE_METHODS
 from venus_core.merge import methods as _methods  # noqa: F401 - registers the built-in methods
-from venus_core.merge.engine import Engine
+from venus_core.merge.engine import Backend, Engine
 from venus_core.merge.io import REPORT_NAME, CheckpointReader, ShardedWriter, copy_non_weight_files, write_manifest
 from venus_core.merge.keys import EMBED_KEY, LM_HEAD_KEY, PARTS, Part
 from venus_core.merge.methods import CombineOptions, Election, MergeMethod, ZeroSign
@@ -52,6 +53,8 @@ class MergeConfig(BaseModel):
     parts: dict[Part, PartPolicy] = Field(default_factory=dict)
     max_working_bytes: int = Field(default=1 << 30, ge=1 << 16)
     shard_bytes: int = Field(default=2 * (1 << 30), ge=1)
+    backend: Backend = "fused"  # fused numba kernels; "torch" = the block-wise reference path
+    threads: int | None = Field(default=None, ge=1)  # worker threads (fused); None: torch's thread count
 
     @model_validator(mode="after")
     def _known_method(self) -> "MergeConfig":
@@ -127,7 +130,17 @@ def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path 
 def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p: Path, model_ps: list[Path],
            out_p: Path, base_r: CheckpointReader, model_rs: list[CheckpointReader], jobs: list[TensorJob],
            tokenizer: dict[str, str]) -> dict[str, object]:
-    engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, cfg.threshold_ties)
+    engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, cfg.threshold_ties,
+                    backend=cfg.backend, threads=cfg.threads or torch.get_num_threads())
+    try:
+        return _merge_with(engine, cfg, method, base_p, model_ps, out_p, base_r, jobs, tokenizer)
+    finally:
+        engine.close()
+
+
+def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: Path, model_ps: list[Path],
+                out_p: Path, base_r: CheckpointReader, jobs: list[TensorJob],
+                tokenizer: dict[str, str]) -> dict[str, object]:
     policy = {p: cfg.parts.get(p, PartPolicy()) for p in PARTS}
     density = {p: policy[p].density or cfg.density for p in PARTS}
     lam = {p: cfg.lambda_ if policy[p].lambda_ is None else policy[p].lambda_ for p in PARTS}
@@ -142,13 +155,21 @@ def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p:
     digests = {k: hashlib.sha256() for k in (EMBED_KEY, LM_HEAD_KEY)} if tied else {}
     writer = ShardedWriter(out_p, [j.info for j in jobs], cfg.shard_bytes)
     stats: list[TensorStats] = []
-    for j in jobs:
+
+    def prepare(i: int) -> "Future[list[Threshold]] | None":
+        if i >= len(jobs) or not jobs[i].is_float or policy[jobs[i].part].copy_base:
+            return None
+        return engine.prepare(jobs[i], density[jobs[i].part], shared.get(jobs[i].part))
+
+    nxt = prepare(0)
+    for i, j in enumerate(jobs):
         d = digests.get(j.canon)
+        cur, nxt = nxt, prepare(i + 1)  # the next tensor's threshold pass overlaps this merge
         if not j.is_float or policy[j.part].copy_base:
             stats.append(engine.copy_tensor(j, writer, check_equal=not j.is_float, digest=d))
         else:
             opt = CombineOptions(lam[j.part], cfg.election, cfg.zero_sign)
-            stats.append(engine.merge_tensor(j, writer, opt, density[j.part], shared.get(j.part), d))
+            stats.append(engine.merge_tensor(j, writer, opt, density[j.part], shared.get(j.part), d, cur))
     files = writer.finish()
     files.update(copy_non_weight_files(base_p, out_p))
 

@@ -7,6 +7,13 @@ at most `BLOCK_ELEMS` elements per model, so it stays in the CPU cache and the a
 it instead of page-faulting fresh memory (which, measured on the project's VMs, cost several
 times the arithmetic itself). Mapped input pages are released after each block.
 
+Two backends compute the same bytes. "fused" (the default) runs fused.py's numba kernels: one
+pass per block does trim, election, disjoint mean, statistics and checks, blocks of up to
+FUSED_BLOCK elements run on `threads` worker threads (the kernels release the GIL) while the
+calling thread writes and hashes the output in order. "torch" runs the block-wise tensor ops below;
+it is the reference the fused kernels are tested against, and the path for what the kernels do not
+cover (a threshold that must count ties while streaming, a merge method registered by a plugin).
+
 Per-tensor trim threshold: a tensor that fits in one block gets it by direct selection from the
 task vectors already computed for the merge (read once). A larger tensor is read twice: one
 pass that counts/collects around bounds taken from a small sample (trim.py), then the merge
@@ -21,19 +28,30 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
 
+import numpy as np
 import torch
 
+from venus_core.merge import fused
 from venus_core.merge.io import DTYPES, CheckpointReader, ShardedWriter
 from venus_core.merge.methods import CombineOptions, MergeMethod
-from venus_core.merge.trim import (Threshold, TiePolicy, apply_thresholds, exact_thresholds,
-                                   find_thresholds, k_for)
+from venus_core.merge.trim import (KEEP_ALL, KEEP_NONE, Threshold, TiePolicy, _as_float, apply_thresholds,
+                                   band_bounds, exact_thresholds, find_thresholds, k_for, select_in_band,
+                                   split_trivial)
 from venus_core.merge.verify import MergeInputError, TensorJob, TensorStats, non_finite_error
 
 BLOCK_ELEMS = 1 << 17  # elements per model per compute block (512 KiB of fp32)
 SAMPLE_RUNS, SAMPLE_RUN = 64, 1024  # threshold sample: evenly spaced contiguous runs
+FUSED_BLOCK = 1 << 20  # elements per model per fused block (no temporaries: only the output)
+Backend = Literal["fused", "torch"]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -44,10 +62,38 @@ class Engine:
     weights: torch.Tensor  # [M] fp32
     max_working_bytes: int
     ties: TiePolicy
+    backend: Backend = "fused"
+    threads: int = 1
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _planner: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def m(self) -> int:
         return len(self.models)
+
+    def close(self) -> None:
+        for ex in (self._planner, self._pool):
+            if ex is not None:
+                ex.shutdown(cancel_futures=True)
+        self._planner = self._pool = None
+
+    def prepare(self, job: TensorJob, density: float, shared: list[Threshold] | None
+                ) -> "Future[list[Threshold]] | None":
+        """Start the threshold pass of a large tensor in the background (fused backend, threads > 1).
+
+        The caller prepares tensor i+1 before merging tensor i, so the sample, the scan blocks and
+        the selection of the next tensor fill the workers while this one is merged and written,
+        instead of leaving them idle at every tensor boundary."""
+        if (self.backend != "fused" or self.threads <= 1 or self.method.name not in fused.METHOD_CODES
+                or not self.method.trims or density >= 1.0 or shared is not None
+                or job.info.numel <= SAMPLE_RUNS * SAMPLE_RUN):
+            return None
+        with self._lock:
+            if self._planner is None:
+                self._planner = ThreadPoolExecutor(1, thread_name_prefix="venus-merge-plan")
+        return self._planner.submit(self._fused_thresholds, job, k_for(density, job.info.numel))
 
     def block_elems(self, job: TensorJob) -> int:
         """Elements per block: the budget over the per-element working set, capped for the cache."""
@@ -58,8 +104,9 @@ class Engine:
                              f"of {job.info.key!r} ({per_elem} bytes of working memory)")
         return int(min(n, BLOCK_ELEMS))
 
-    def blocks(self, job: TensorJob) -> list[tuple[int, int]]:
-        n, size = job.info.numel, self.block_elems(job)
+    def blocks(self, job: TensorJob, fused_blocks: bool = False) -> list[tuple[int, int]]:
+        n = job.info.numel
+        size = self.fused_block_elems(job) if fused_blocks else self.block_elems(job)
         return [(s, min(n, s + size)) for s in range(0, n, size)]
 
     def _views(self, job: TensorJob, s: int, e: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -101,18 +148,19 @@ class Engine:
         raise ValueError(f"tensor {job.info.key!r}: a task vector overflows fp32 (finite inputs)")
 
     def _sample(self, job: TensorJob) -> torch.Tensor:
-        """[M, s] task-vector sample: SAMPLE_RUNS contiguous runs spread evenly over the tensor."""
+        """[M, s] task-vector sample: SAMPLE_RUNS contiguous runs spread evenly over the tensor.
+
+        Sliced from whole-tensor views (one mapping per input, no per-run calls); the pages it
+        touches are released by the pass over the blocks that follows."""
         n = job.info.numel
-        if n <= SAMPLE_RUNS * SAMPLE_RUN:
-            runs = [(0, n)]
-        else:
-            runs = [((n - SAMPLE_RUN) * j // (SAMPLE_RUNS - 1), 0) for j in range(SAMPLE_RUNS)]
-            runs = [(s, s + SAMPLE_RUN) for s, _ in runs]
-        parts = []
-        for s, e in runs:
-            parts.append(self._taus(job, *self._views(job, s, e), check=False)[1])
-            self._release(job, s, e)
-        return torch.cat(parts, dim=1)
+        runs = [(0, n)] if n <= SAMPLE_RUNS * SAMPLE_RUN else [
+            (st, st + SAMPLE_RUN) for st in ((n - SAMPLE_RUN) * j // (SAMPLE_RUNS - 1) for j in range(SAMPLE_RUNS))]
+        b, xs = self._views(job, 0, n)
+        b32 = torch.cat([b[s:e] for s, e in runs]).to(torch.float32)
+        out = torch.empty(self.m, b32.numel(), dtype=torch.float32)
+        for i, x in enumerate(xs):
+            torch.sub(torch.cat([x[s:e] for s, e in runs]).to(torch.float32), b32, out=out[i])
+        return out
 
     def task_vector_chunks(self, job: TensorJob) -> Iterator[torch.Tensor]:
         """[M, c] fp32 task-vector blocks of one tensor, in flat order (threshold passes)."""
@@ -140,8 +188,14 @@ class Engine:
 
     def merge_tensor(self, job: TensorJob, writer: ShardedWriter, opt: CombineOptions,
                      density: float, shared: list[Threshold] | None,
-                     digest: "hashlib._Hash | None" = None) -> TensorStats:
-        """Merge one float tensor; `shared` thresholds come from a whole-part (global) trim."""
+                     digest: "hashlib._Hash | None" = None,
+                     prepared: "Future[list[Threshold]] | None" = None) -> TensorStats:
+        """Merge one float tensor; `shared` thresholds come from a whole-part (global) trim,
+        `prepared` ones from `prepare` (fused backend)."""
+        if self.backend == "fused" and self.method.name in fused.METHOD_CODES:
+            done = self._merge_tensor_fused(job, writer, opt, density, shared, digest, prepared)
+            if done is not None:
+                return done
         info = job.info
         stats = TensorStats(info.key, job.part, info.numel, self.m)
         blocks = self.blocks(job)
@@ -193,6 +247,220 @@ class Engine:
             writer.write(out)
             if digest is not None:
                 digest.update(_raw(out).numpy())
+        if stats.chunks and stats.identical_chunks == stats.chunks:
+            stats.mode = "unchanged"
+        return stats
+
+
+    # ---- fused backend (fused.py kernels on worker threads) ----
+
+    def fused_block_elems(self, job: TensorJob) -> int:
+        """Elements per fused block: budget over (fp32 copies, scan buffers, output) x blocks in flight."""
+        per_elem = 4 * (self.m + 1) + 12 * self.m + 4 + DTYPES[job.info.dtype].itemsize
+        n = self.max_working_bytes // (per_elem * (2 * self.threads + 1))
+        if n < 1:
+            raise ValueError(f"max_working_bytes={self.max_working_bytes} is too small for one element "
+                             f"of {job.info.key!r} ({per_elem} bytes of working memory per block in flight)")
+        return int(min(n, FUSED_BLOCK))
+
+    def _ordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        """fn over items on the worker threads; results in item order, at most 2 x threads in flight."""
+        if self.threads <= 1:
+            yield from map(fn, items)
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="venus-merge")
+        pending: deque[Future[R]] = deque()
+        try:
+            for it in items:
+                pending.append(self._pool.submit(fn, it))
+                if len(pending) >= 2 * self.threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """A per-thread scratch tensor, reused across blocks (fresh pages cost more than the maths)."""
+        bufs: dict[str, torch.Tensor] = self._local.__dict__.setdefault("bufs", {})
+        buf = bufs.get(name)
+        if buf is None or buf.dtype != dtype or buf.shape != shape:
+            if buf is not None and len(shape) == 1 and buf.dtype == dtype and buf.shape[0] >= shape[0]:
+                return buf[: shape[0]]
+            buf = bufs[name] = torch.empty(shape, dtype=dtype)
+        return buf
+
+    def _fp32(self, t: torch.Tensor, slot: int) -> np.ndarray:
+        if t.dtype == torch.float32:
+            return t.numpy()
+        buf = self._buffer(f"in{slot}", (t.numel(),), torch.float32)
+        buf.copy_(t)
+        return buf.numpy()
+
+    def _block_arrays(self, job: TensorJob, s: int, e: int) -> tuple[torch.Tensor, list[torch.Tensor],
+                                                                    np.ndarray, tuple[np.ndarray, ...]]:
+        b, xs = self._views(job, s, e)
+        return b, xs, self._fp32(b, 0), tuple(self._fp32(x, i + 1) for i, x in enumerate(xs))
+
+    def _scan(self, job: TensorJob, lo: np.ndarray, hi: np.ndarray, live: np.ndarray,
+              span: tuple[int, int]) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
+        """One block of the threshold pass: (#above the band, band values, band flat positions)."""
+        s, e = span
+        _, _, bn, xn = self._block_arrays(job, s, e)
+        width = self.fused_block_elems(job)  # every block of this tensor fits; one buffer per thread
+        pos = self._buffer("cand_pos", (self.m, width), torch.int32).numpy()
+        val = self._buffer("cand_val", (self.m, width), torch.float32).numpy()
+        at = self._buffer("cand_at", (self.m, width), torch.int64).numpy()
+        above = np.zeros(self.m, np.int64)
+        held = np.zeros(self.m, np.int64)
+        fused.scan_block(bn, xn, lo, hi, live, above, pos, val, at, held, s)
+        vals = [torch.from_numpy(val[i, : held[i]].copy()) for i in range(self.m)]
+        where = [torch.from_numpy(at[i, : held[i]].copy()) for i in range(self.m)]
+        del bn, xn
+        if (self.m + 1) * job.info.nbytes > self.max_working_bytes // 4:
+            self._release(job, s, e)  # else the merge pass reads these pages again, mapped, soon
+        return above, vals, where
+
+    def _fused_thresholds(self, job: TensorJob, k: int) -> list[Threshold]:
+        """Exact per-tensor thresholds: sample bounds, then one fused counting/collecting pass."""
+        n = job.info.numel
+        ks = [k] * self.m
+        out, todo = split_trivial(ks, n)
+        if not todo:
+            return [t for t in out if t is not None]
+        sample = self._sample(job)
+        bands = band_bounds(sample, ks, n, todo)
+        lo = np.array([bands.get(i, (0.0, 0.0))[0] for i in range(self.m)], np.float32)
+        hi = np.array([bands.get(i, (0.0, 0.0))[1] for i in range(self.m)], np.float32)
+        live = np.array([i in bands for i in range(self.m)], np.bool_)
+        above = np.zeros(self.m, np.int64)
+        cands: list[list[torch.Tensor]] = [[] for _ in range(self.m)]
+        where: list[list[torch.Tensor]] = [[] for _ in range(self.m)]
+        cap = max(1 << 16, n // 16)
+        held = [0] * self.m
+        spans = self.blocks(job, fused_blocks=True)
+        for a, vals, poss in self._ordered(lambda sp: self._scan(job, lo, hi, live, sp), spans):
+            above += a
+            for i in todo:
+                held[i] += vals[i].numel()
+                if held[i] <= cap:
+                    cands[i].append(vals[i])
+                    where[i].append(poss[i])
+                else:
+                    cands[i], where[i] = [], []
+        for i in todo:
+            if live[i] and held[i] <= cap:
+                out[i] = select_in_band(ks[i], int(above[i]), cands[i], where[i], self.ties)
+        if any(out[i] is None for i in todo):  # the sample's bounds missed: exact radix passes
+            return find_thresholds(lambda: self.task_vector_chunks(job), ks, n, self.ties, sample=sample)
+        return [t for t in out if t is not None]
+
+    def _trim_args(self, thresholds: list[Threshold] | None, shared: bool, s: int, e: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(lam [M], keep_pos [M, K], keep_n [M]) of a block for fused.merge_block, or None when a
+        threshold must count ties while streaming (torch path)."""
+        lam = np.full(self.m, -np.inf, np.float32)  # keep everything
+        keep: list[torch.Tensor] = [torch.empty(0, dtype=torch.int64)] * self.m
+        for i, t in enumerate(thresholds or []):
+            if t.bits == KEEP_ALL:
+                continue
+            if t.bits >= KEEP_NONE:
+                lam[i] = np.inf
+            elif t.keeps_all_ties or t.bits == 0:
+                lam[i] = _as_float(t.bits - 1) if t.bits > 0 else 0.0
+            elif t.keep_at is not None and not shared:
+                lam[i] = _as_float(t.bits)
+                keep[i] = t.keep_at[(t.keep_at >= s) & (t.keep_at < e)] - s
+            else:
+                return None
+        width = max(x.numel() for x in keep)
+        keep_pos = np.zeros((self.m, width), np.int64)
+        for i, x in enumerate(keep):
+            keep_pos[i, : x.numel()] = x.numpy()
+        return lam, keep_pos, np.array([x.numel() for x in keep], np.int64)
+
+    def _merge_block(self, job: TensorJob, consts: tuple[object, ...], thresholds: list[Threshold] | None,
+                     shared: bool, span: tuple[int, int]
+                     ) -> tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]:
+        s, e = span
+        b, xs, bn, xn = self._block_arrays(job, s, e)
+        trim = self._trim_args(thresholds, shared, s, e)
+        assert trim is not None  # checked for the whole tensor before the blocks start
+        m = self.m
+        out = np.empty(e - s, np.float32)
+        gram = np.zeros((m, m), np.float64)
+        ints = np.zeros(m + 5, np.int64)
+        floats = np.zeros(2, np.float64)
+        fused.merge_block(bn, xn, *trim, *consts, out, gram, ints, floats)
+        if ints[m + 2]:
+            self._non_finite(job, torch.from_numpy(bn), xs)  # raises, naming the input
+        identical = bool(ints[m + 4]) and all(_same_bytes(b, x) for x in xs)
+        if identical:
+            data = b.clone()
+        else:
+            data = torch.from_numpy(out)
+            if b.dtype != torch.float32:
+                data = data.to(b.dtype)
+            if ints[m + 3] or b.dtype != torch.float32:
+                err = non_finite_error(f"merged tensor {job.info.key!r}", data)
+                if err:
+                    raise ValueError(err + " (overflow while merging)")
+        del b, xs, bn, xn
+        self._release(job, s, e)
+        return data, identical, gram, ints, floats
+
+    def _merge_tensor_fused(self, job: TensorJob, writer: ShardedWriter, opt: CombineOptions, density: float,
+                            shared: list[Threshold] | None, digest: "hashlib._Hash | None",
+                            prepared: "Future[list[Threshold]] | None" = None) -> TensorStats | None:
+        info = job.info
+        stats = TensorStats(info.key, job.part, info.numel, self.m)
+        thresholds: list[Threshold] | None = None
+        if self.method.trims and density < 1.0:
+            if shared is not None:
+                thresholds = shared
+            else:
+                k = k_for(density, info.numel)
+                stats.target_k = k
+                if prepared is not None:
+                    thresholds = prepared.result()
+                elif info.numel <= SAMPLE_RUNS * SAMPLE_RUN:
+                    taus = self._taus(job, *self._views(job, 0, info.numel), check=False)[1]
+                    thresholds = exact_thresholds(taus, [k] * self.m, self.ties)
+                    del taus
+                    self._release(job, 0, info.numel)
+                else:
+                    thresholds = self._fused_thresholds(job, k)
+        spans = self.blocks(job, fused_blocks=True)
+        if any(self._trim_args(thresholds, shared is not None, s, e) is None for s, e in spans[:1]):
+            return None
+        w = self.weights.numpy().astype(np.float32)
+        positive = w[w > 0]
+        consts = (w, fused.METHOD_CODES[self.method.name], fused.ELECTION_CODES[opt.election],
+                  opt.zero_sign == "positive", bool((w == 1.0).all()), np.float32(opt.lambda_),
+                  np.float32(positive.min() if positive.size else 1.0))
+        m = self.m
+        writer.begin(info.key)
+        blocks = self._ordered(lambda sp: self._merge_block(job, consts, thresholds, shared is not None, sp), spans)
+        for data, identical, gram, ints, floats in blocks:
+            stats.chunks += 1
+            if identical:
+                stats.identical_chunks += 1
+            else:
+                g = torch.from_numpy(gram)
+                assert stats.gram is not None
+                stats.gram += g + g.T - torch.diag(torch.diagonal(g))
+                for i in range(m):
+                    stats.kept[i] += int(ints[i])
+                stats.conflicts += int(ints[m])
+                stats.touched += int(ints[m + 1])
+                stats.delta_sq += float(floats[0])
+                stats.delta_max = max(stats.delta_max, float(floats[1]))
+            writer.write(data)
+            if digest is not None:
+                digest.update(_raw(data).numpy())
         if stats.chunks and stats.identical_chunks == stats.chunks:
             stats.mode = "unchanged"
         return stats

@@ -1,0 +1,148 @@
+"""The fused (numba) merge backend writes the same bytes as the torch reference path.
+
+Tensors here are larger than the exact-selection limit (64 Ki entries), so thresholds go through
+the fused sample-bounded scan, and `max_working_bytes` is small so every tensor spans several
+fused blocks run on two worker threads. bf16 inputs make many task-vector magnitudes tie at the
+threshold (the tied entries kept by position); fp32 inputs with a coarse grid do the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from merge_helpers import load_dir, write_ckpt
+from venus_core.merge import MergeConfig, merge_checkpoints
+from venus_core.merge.verify import MergeInputError
+
+BIG = {
+    "model.language_model.layers.0.mlp.up_proj.weight": (300, 256),  # 76,800 > 65,536
+    "model.language_model.embed_tokens.weight": (70_000,),
+    "model.visual.blocks.0.attn.qkv.weight": (24, 8),  # small: exact selection
+    "lm_head.weight": (40, 16),
+}
+
+
+def _models(tmp: Path, m: int, dtype: torch.dtype = torch.float32, grid: float = 0.0,
+            seed: int = 0) -> tuple[Path, list[Path]]:
+    g = torch.Generator().manual_seed(seed)
+    base = {k: torch.randn(s, generator=g) * 0.1 for k, s in BIG.items()}
+    models = []
+    for _ in range(m):
+        mt = {}
+        for k, v in base.items():
+            d = torch.randn(v.shape, generator=g) * 0.01
+            if grid:
+                d = torch.round(d / grid) * grid  # many equal magnitudes: ties at the threshold
+            mt[k] = (v + d).to(dtype)
+        models.append(mt)
+    bp = write_ckpt(tmp / "base", {k: v.to(dtype) for k, v in base.items()})
+    return bp, [write_ckpt(tmp / f"m{i}", mt) for i, mt in enumerate(models)]
+
+
+def _same_outputs(a: Path, b: Path) -> None:
+    ta, tb = load_dir(a), load_dir(b)
+    assert set(ta) == set(tb)
+    for k in ta:
+        assert ta[k].dtype == tb[k].dtype, k
+        assert torch.equal(ta[k].view(-1).view(torch.uint8), tb[k].view(-1).view(torch.uint8)), k
+
+
+def _merge_both(tmp: Path, bp: Path, mps: list[Path], **cfg: object) -> tuple[dict, dict]:
+    small = {"max_working_bytes": 1 << 21, "threads": 2}
+    fused = merge_checkpoints(bp, mps, tmp / "fused", MergeConfig(backend="fused", **small, **cfg))
+    ref = merge_checkpoints(bp, mps, tmp / "torch", MergeConfig(backend="torch", **cfg))
+    _same_outputs(tmp / "fused", tmp / "torch")
+    return fused, ref
+
+
+CASES = [
+    pytest.param(3, {"method": "ties", "density": 0.2}, id="ties-mass"),
+    pytest.param(3, {"method": "ties", "density": 0.3, "weights": [0.5, 1.0, 2.0], "election": "weighted_mass",
+                     "zero_sign": "positive", "lambda": 0.7}, id="ties-mergekit-weighted-lambda"),
+    pytest.param(3, {"method": "ties", "density": 0.25, "election": "count"}, id="ties-count"),
+    pytest.param(2, {"method": "ties", "density": 0.2, "weights": [0.3, 0.0]}, id="ties-2-models-zero-weight"),
+    pytest.param(5, {"method": "ties", "density": 0.1, "weights": [1, 2, 3, 4, 5]}, id="ties-5-models"),
+    pytest.param(9, {"method": "ties", "density": 0.5}, id="ties-9-models"),
+    pytest.param(1, {"method": "ties", "density": 0.2}, id="ties-1-model"),
+    pytest.param(3, {"method": "linear", "weights": [0.2, 0.3, 0.5]}, id="linear"),
+    pytest.param(3, {"method": "task_arithmetic", "weights": [1.0, -0.5, 0.25], "lambda": 1.5}, id="task-arithmetic"),
+]
+
+
+@pytest.mark.parametrize("m,cfg", CASES)
+def test_fused_equals_torch_fp32(m: int, cfg: dict, tmp_path: Path) -> None:
+    bp, mps = _models(tmp_path, m)
+    fused, ref = _merge_both(tmp_path, bp, mps, **cfg)
+    for a, b in zip(fused["tensors"], ref["tensors"]):  # type: ignore[arg-type]
+        assert a["key"] == b["key"]
+        assert a["achieved_density"] == b["achieved_density"]
+        assert a["sign_conflict_rate"] == pytest.approx(b["sign_conflict_rate"], abs=1e-12)
+        assert a["merged_delta_max_abs"] == pytest.approx(b["merged_delta_max_abs"], rel=1e-6)
+        assert a["merged_delta_norm"] == pytest.approx(b["merged_delta_norm"], rel=1e-5)
+        assert a["task_vector_norms"] == pytest.approx(b["task_vector_norms"], rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype,grid", [(torch.bfloat16, 0.0), (torch.float32, 0.002)], ids=["bf16", "fp32-grid"])
+@pytest.mark.parametrize("ties", ["index", "keep"])
+def test_fused_equals_torch_with_ties_at_the_threshold(dtype: torch.dtype, grid: float, ties: str,
+                                                       tmp_path: Path) -> None:
+    bp, mps = _models(tmp_path, 3, dtype=dtype, grid=grid, seed=4)
+    fused, _ = _merge_both(tmp_path, bp, mps, method="ties", density=0.2, threshold_ties=ties)
+    big = next(t for t in fused["tensors"] if t["key"] == "model.language_model.embed_tokens.weight")  # type: ignore[union-attr]
+    want = max(1, int(0.2 * 70_000)) / 70_000
+    if ties == "index":
+        assert big["achieved_density"] == [round(want, 8)] * 3
+    else:
+        assert all(d >= round(want, 8) for d in big["achieved_density"])
+
+
+def test_fused_global_trim_and_threads_agree(tmp_path: Path) -> None:
+    bp, mps = _models(tmp_path, 3, seed=2)
+    _merge_both(tmp_path, bp, mps, method="ties", density=0.2, trim_scope="model")
+    merge_checkpoints(bp, mps, tmp_path / "one", MergeConfig(density=0.2, threads=1))
+    merge_checkpoints(bp, mps, tmp_path / "four", MergeConfig(density=0.2, threads=4, max_working_bytes=1 << 20))
+    _same_outputs(tmp_path / "one", tmp_path / "four")
+    def weights(d: Path) -> list[str]:
+        return [x for x in (d / "SHA256SUMS").read_text().splitlines() if x.endswith(".safetensors")]
+    assert weights(tmp_path / "one") == weights(tmp_path / "four")
+
+
+def test_sample_bounds_that_miss_fall_back_exactly(tmp_path: Path) -> None:
+    """Adversarial data: every sampled run is constant, the rest spread out, so the sample's band
+    cannot hold the k-th magnitude; the radix passes must give the exact threshold anyway."""
+    n = 70_000
+    g = torch.Generator().manual_seed(7)
+    base = {"model.language_model.embed_tokens.weight": torch.zeros(n), "lm_head.weight": torch.zeros(40, 16)}
+    models = []
+    for s in range(3):
+        d = torch.randn(n, generator=g) * 0.01
+        runs = 64
+        for j in range(runs):
+            st = (n - 1024) * j // (runs - 1)
+            d[st:st + 1024] = 1e-6 * (s + 1)  # the sample sees only tiny magnitudes
+        models.append({"model.language_model.embed_tokens.weight": d, "lm_head.weight": torch.randn(40, 16) * 0.01})
+    bp = write_ckpt(tmp_path / "base", base)
+    mps = [write_ckpt(tmp_path / f"m{i}", m) for i, m in enumerate(models)]
+    fused, _ = _merge_both(tmp_path, bp, mps, method="ties", density=0.3)
+    big = next(t for t in fused["tensors"] if t["key"] == "model.language_model.embed_tokens.weight")  # type: ignore[union-attr]
+    assert big["achieved_density"] == [round(int(0.3 * n) / n, 8)] * 3
+
+
+def test_fused_non_finite_input_names_the_tensor(tmp_path: Path) -> None:
+    bp, mps = _models(tmp_path, 2)
+    bad = load_dir(mps[1])
+    bad["model.language_model.embed_tokens.weight"][69_999] = float("nan")
+    write_ckpt(mps[1], bad)
+    with pytest.raises(MergeInputError, match=r"m1: tensor 'model.language_model.embed_tokens.weight': 1 NaN"):
+        merge_checkpoints(bp, mps, tmp_path / "o", MergeConfig(density=0.2, threads=2, max_working_bytes=1 << 21))
+
+
+def test_fused_overflow_is_an_error(tmp_path: Path) -> None:
+    big = {"lm_head.weight": torch.full((300, 256), 3.0e38)}
+    bp = write_ckpt(tmp_path / "base", big)
+    mps = [write_ckpt(tmp_path / f"m{i}", {"lm_head.weight": torch.full((300, 256), 3.3e38)}) for i in range(2)]
+    with pytest.raises(ValueError, match="merged tensor 'lm_head.weight'.*overflow while merging"):
+        merge_checkpoints(bp, mps, tmp_path / "o", MergeConfig(method="task_arithmetic", **{"lambda": 4.0}))

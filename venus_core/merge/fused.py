@@ -1,0 +1,325 @@
+"""Fused merge kernels (numba): one pass per block computes what the torch path does in ~40 ops.
+
+Why: the torch block path (engine.py, `backend="torch"`) runs every step of TIES as a separate
+vectorised op over [M, block] temporaries - task vectors, trim, sign statistics, election,
+agreement, sums, statistics, checks - about 40 single-core float operations per parameter and
+model; on the 1 GB benchmark checkpoint it was ~12x the I/O floor. These kernels walk each block
+once, element by element, with the task vectors of that element in registers, and release the
+GIL, so blocks run on several threads while the main thread writes and hashes the output.
+
+Semantics are the torch path's, bit for bit (tests compare the two outputs byte for byte):
+- tau_i = x_i - b in fp32; trim: tau is zeroed where |tau| <= lam_i (torch.hardshrink), except at
+  the listed positions of tied entries that the threshold keeps (`keep_pos`, ascending);
+- sums over models are taken in ascending order of the summands (methods.ordered_sum), the
+  disjoint-mean denominator of unit weights in model order (exact small integers);
+- the merged delta of TIES is num / max(den, floor) + 0.0, times lambda when lambda != 1; linear
+  and task arithmetic sum w_i tau_i (times lambda for task arithmetic); out = b + delta in fp32.
+Every constant is fp32 (an fp64 literal would promote the arithmetic). The statistics are the
+torch path's too, accumulated in fp64 per element (the torch path sums fp32 block products), so
+report figures may differ from it in the 6th-7th digit; weights never do.
+
+Supported: the three registered methods with M >= 1 models, any fp32 block (callers convert
+bf16/fp16 inputs to fp32 first), per-tensor thresholds whose ties are either all kept or kept at
+known positions. A threshold that must count ties as it streams (global trimming, the radix
+fallback) is stateful across blocks and stays on the torch path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+METHOD_CODES = {"ties": 0, "linear": 1, "task_arithmetic": 2}
+ELECTION_CODES = {"mass": 0, "weighted_mass": 1, "count": 2}
+
+# gram is [M, M] lower triangle; int stats: kept[M] then conflicts, touched, flags
+N_INT_STATS_EXTRA = 4  # conflicts, touched, non_finite_tau, non_finite_out
+ALL_ZERO = 4  # index (after kept) of the "every tau was exactly zero" flag
+
+
+@njit(cache=True, nogil=True)
+def scan_block(b, xs, lo, hi, live, above, cand_pos, cand_val, cand_at, held, offset):  # pragma: no cover
+    """Bounded threshold pass over one block (trim.py's `_bounded_pass`, fused).
+
+    For each live model i: above[i] = #(|x_i - b| > hi[i]); the entries with
+    lo[i] < |x_i - b| <= hi[i] go to cand_val[i, :held[i]] with their flat positions (offset + j)
+    in cand_at. Branch-free compaction: every block position is stored (int32 scratch cand_pos),
+    the cursor only advances for entries in the band (a branch would mispredict on random data);
+    the few % in the band are then gathered. Buffers hold one block, so they cannot overflow.
+    """
+    n = b.shape[0]
+    for i in range(len(xs)):
+        if not live[i]:
+            continue
+        x = xs[i]
+        lo_i = lo[i]
+        hi_i = hi[i]
+        pos = cand_pos[i]
+        a = 0
+        c = 0
+        for j in range(n):
+            t = abs(x[j] - b[j])
+            a += t > hi_i
+            pos[c] = j
+            c += (t > lo_i) & (t <= hi_i)
+        vals = cand_val[i]
+        at = cand_at[i]
+        for k in range(c):
+            j = pos[k]
+            vals[k] = abs(x[j] - b[j])
+            at[k] = offset + j
+        above[i] = a
+        held[i] = c
+
+
+CHUNK = 1024  # elements per model held in the kernel's scratch rows (stay in L1/L2)
+FLT_MAX = np.float32(3.4028234663852886e38)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _dot(a, b, n):  # pragma: no cover - jitted
+    """sum(a[:n] * b[:n]) in fp32 over one chunk (statistics only: reassociation vectorises it;
+    the caller accumulates chunks in fp64, as the torch path sums fp32 block products)."""
+    s = np.float32(0.0)
+    for j in range(n):
+        s += a[j] * b[j]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _sorted_row_sum(rows, spare, m, n, acc):  # pragma: no cover - jitted
+    """acc[:n] = sum over rows[:m, :n] in ascending order per column (methods.ordered_sum).
+
+    Sorts with an odd-even transposition network of compare-exchanges (m rounds sort m rows),
+    ping-ponging between `rows` and `spare` (a select written back in place becomes a
+    conditional store, which the compiler will not vectorise), then adds the rows in order;
+    m <= 2 adds directly (x0 + x1 is exact in either order). Clobbers rows and spare.
+    """
+    if m == 1:
+        for j in range(n):
+            acc[j] = rows[0, j]
+        return
+    src = rows
+    dst = spare
+    if m > 2:
+        for rnd in range(m):
+            first = rnd % 2
+            if first == 1:
+                for j in range(n):
+                    dst[0, j] = src[0, j]
+            i = first
+            while i + 1 < m:
+                r0 = src[i]
+                r1 = src[i + 1]
+                d0 = dst[i]
+                d1 = dst[i + 1]
+                for j in range(n):
+                    u = r0[j]
+                    v = r1[j]
+                    lo = u if u <= v else v
+                    hi = v if u <= v else u
+                    d0[j] = lo
+                    d1[j] = hi
+                i += 2
+            if i < m:
+                for j in range(n):
+                    dst[i, j] = src[i, j]
+            src, dst = dst, src
+    s0 = src[0]
+    s1 = src[1]
+    for j in range(n):
+        acc[j] = s0[j] + s1[j]
+    for i in range(2, m):
+        r = src[i]
+        for j in range(n):
+            acc[j] += r[j]
+
+
+@njit(cache=True, nogil=True)
+def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive, unit, lambda_, floor,
+                out, gram, ints, floats):  # pragma: no cover - jitted
+    """Merge one block: trim, combine, out = b + delta (fp32), and the block's statistics.
+
+    ints: kept[M], conflicts, touched, non-finite tau flag, non-finite out flag, all-zero flag.
+    floats: sum of delta^2, max |delta|. gram: sum of tau_i * tau_k (untrimmed), k <= i.
+    Works in CHUNK-column pieces: every step is a branch-free loop over the columns of a few
+    scratch rows that the compiler vectorises (data-dependent branches per element would
+    mispredict on random signs; a select stored back into the array it read from turns into
+    a conditional store and stops vectorisation, so every step writes a different array).
+    The steps are those of methods.ties_combine / linear_combine / task_arithmetic_combine.
+    """
+    n = b.shape[0]
+    m = len(xs)
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    raw = np.empty((m, CHUNK), np.float32)  # task vectors
+    tt = np.empty((m, CHUNK), np.float32)  # trimmed task vectors
+    pp = np.empty((m, CHUNK), np.float32)  # summands (sorted, clobbered)
+    qq = np.empty((m, CHUNK), np.float32)  # disjoint-mean weights (sorted, clobbered)
+    spare = np.empty((m, CHUNK), np.float32)
+    ee = np.empty(CHUNK, np.float32)  # elected sign
+    ss = np.empty(CHUNK, np.float32)  # election score
+    num = np.empty(CHUNK, np.float32)
+    den = np.empty(CHUNK, np.float32)
+    dd = np.empty(CHUNK, np.float32)  # merged delta
+    anypos = np.empty(CHUNK, np.int32)
+    anyneg = np.empty(CHUNK, np.int32)
+    kept = np.zeros(m, np.int64)
+    cur = np.zeros(m, np.int64)
+    conflicts = 0
+    touched = 0
+    bad_tau = 0
+    bad_out = np.float32(0.0)
+    any_nz = 0
+    dsq = 0.0
+    dmax = 0
+    weighted = not unit
+    for c0 in range(0, n, CHUNK):
+        c1 = min(n, c0 + CHUNK)
+        ln = c1 - c0
+        bb = b[c0:c1]
+        for i in range(m):
+            x = xs[i][c0:c1]
+            ri = raw[i]
+            bad = 0
+            nz = 0
+            for j in range(ln):
+                v = x[j] - bb[j]
+                ri[j] = v
+                a = abs(v)
+                bad |= not (a <= FLT_MAX)
+                nz |= a != zero
+            bad_tau |= bad
+            any_nz |= nz
+            for k in range(i + 1):
+                gram[i, k] += np.float64(_dot(ri, raw[k], ln))
+        for j in range(ln):
+            anypos[j] = 0
+            anyneg[j] = 0
+        for i in range(m):
+            ri = raw[i]
+            ti = tt[i]
+            li = lam[i]
+            for j in range(ln):
+                v = ri[j]
+                ti[j] = v if abs(v) > li else zero
+            c = cur[i]
+            while c < keep_n[i] and keep_pos[i, c] < c1:  # tied entries the threshold keeps
+                j = keep_pos[i, c] - c0
+                ti[j] = ri[j]
+                c += 1
+            cur[i] = c
+            cnt = 0
+            for j in range(ln):
+                v = ti[j]
+                cnt += v != zero
+                anypos[j] |= v > zero
+                anyneg[j] |= v < zero
+            kept[i] += cnt
+        cf = 0
+        tc = 0
+        for j in range(ln):
+            tc += anypos[j] | anyneg[j]
+            cf += anypos[j] & anyneg[j]
+        conflicts += cf
+        touched += tc
+        if method == 0:
+            # elect a sign per column
+            if election == 2:
+                for j in range(ln):
+                    ss[j] = zero
+                for i in range(m):
+                    ti = tt[i]
+                    for j in range(ln):
+                        v = ti[j]
+                        ss[j] += np.float32(v > zero) - np.float32(v < zero)
+            else:
+                for i in range(m):
+                    ti = tt[i]
+                    pi = pp[i]
+                    wi = w[i]
+                    if election == 0 or unit:
+                        for j in range(ln):
+                            pi[j] = ti[j]
+                    else:
+                        for j in range(ln):
+                            pi[j] = ti[j] * wi
+                _sorted_row_sum(pp, spare, m, ln, ss)
+            if zero_positive:
+                for j in range(ln):
+                    ee[j] = np.copysign(one, ss[j])
+            else:
+                for j in range(ln):
+                    sj = ss[j]
+                    ee[j] = np.float32(sj > zero) - np.float32(sj < zero)
+            # the agreeing task vectors and their weights
+            for i in range(m):
+                ti = tt[i]
+                pi = pp[i]
+                qi = qq[i]
+                wi = w[i]
+                for j in range(ln):
+                    v = ti[j]
+                    agree = v * ee[j] > zero
+                    pi[j] = (v * wi if weighted else v) if agree else zero
+                    qi[j] = (wi if weighted else one) if agree else zero
+            _sorted_row_sum(pp, spare, m, ln, num)
+            if unit:
+                for j in range(ln):
+                    den[j] = qq[0, j]
+                for i in range(1, m):
+                    qi = qq[i]
+                    for j in range(ln):
+                        den[j] += qi[j]
+            else:
+                _sorted_row_sum(qq, spare, m, ln, den)
+            for j in range(ln):
+                dj = den[j]
+                dd[j] = num[j] / (dj if dj > floor else floor) + zero
+        else:
+            for i in range(m):
+                ti = tt[i]
+                pi = pp[i]
+                wi = w[i]
+                for j in range(ln):
+                    pi[j] = ti[j] * wi
+            _sorted_row_sum(pp, spare, m, ln, dd)
+        if lambda_ != one and method != 1:
+            for j in range(ln):
+                dd[j] = dd[j] * lambda_
+        oo = out[c0:c1]
+        for j in range(ln):
+            oo[j] = bb[j] + dd[j]
+        bad_out += _nan_if_non_finite(oo, ln)
+        dsq += np.float64(_dot(dd, dd, ln))
+        dmax = max(dmax, _max_abs_bits(dd[:ln].view(np.int32)))
+    for i in range(m):
+        ints[i] += kept[i]
+    ints[m] += conflicts
+    ints[m + 1] += touched
+    ints[m + 2] = bad_tau
+    ints[m + 3] = 1 if bad_out != bad_out else 0
+    ints[m + 4] = 1 - any_nz
+    floats[0] += dsq
+    mx = np.float64(np.array([dmax], np.int32).view(np.float32)[0])
+    if mx > floats[1]:
+        floats[1] = mx
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _nan_if_non_finite(a, n):  # pragma: no cover - jitted
+    """NaN when any of a[:n] is NaN or +-Inf (x - x is 0 for finite x), else 0."""
+    s = np.float32(0.0)
+    for j in range(n):
+        s += a[j] - a[j]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _max_abs_bits(bits):  # pragma: no cover - jitted
+    """Largest |x| of fp32 values given as int32 bits (non-negative floats order like their bits)."""
+    mx = 0
+    for j in range(bits.shape[0]):
+        v = bits[j] & 0x7FFFFFFF
+        mx = v if v > mx else mx
+    return mx
