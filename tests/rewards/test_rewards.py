@@ -130,6 +130,20 @@ def test_illegal_action_on_platform_is_a_format_failure() -> None:
     assert r.total == 0.0 and not r.parsed
 
 
+def test_unparseable_action_of_the_right_type_earns_type_credit_only() -> None:
+    ref = {"action": "Click(box=(178,150))"}
+    r = NAV(nav("Click(box=(178,15000))"), ref, P)  # y outside the 0-1000 frame: does not parse
+    assert not r.parsed
+    assert r.terms == {"format": 0.0, "type": 1.0, "arg": 0.0, "action": 1.0}
+    assert r.total == pytest.approx(0.9)
+    wrong = NAV(nav("Finished(content='')"), ref, P)  # well formed, wrong type: format only
+    assert wrong.total == pytest.approx(0.1) and wrong.total < r.total
+    assert NAV(nav("LongPress(box=(1,15000))"), ref, P).total == 0.0  # another type: nothing
+    assert NAV("Click(box=(178,15000))", ref, P).total == 0.0  # no <action> tag: nothing
+    strict = P.model_copy(update={"unparsed_type_credit": False})
+    assert NAV(nav("Click(box=(178,15000))"), ref, strict).total == 0.0  # the reports' rule
+
+
 def test_bad_reference_raises() -> None:
     with pytest.raises(ValueError):
         NAV(nav("Wait()"), {"action": "Teleport()"}, P)

@@ -72,6 +72,10 @@ class RewardSpec(Section):
     alpha: float = Field(1.0, ge=0, description="alpha: coordinate credit of point actions (Click, LongPress, ...)")
     beta: float = Field(1.0, ge=0, description="beta: scroll credit unit (1.5 beta for start, end and direction right)")
     gamma: float = Field(1.0, ge=0, description="gamma: content credit (text, app/url, keys; argument-free actions)")
+    unparsed_type_credit: bool = Field(
+        True, description="navigation: an action that names the reference's type but does not parse (e.g. a "
+        "coordinate outside the frame) still earns R_type (no format, no argument credit); false = the reports' "
+        "rule (0 for any unparseable action)")
 
     @model_validator(mode="after")
     def _tolerances(self) -> RewardSpec:

@@ -18,6 +18,14 @@ when the action type matches the reference and `R_arg` (only when the type match
   these at R_type alone; without it, they are worth half of every other correct step and the
   policy is pushed away from pressing Back or Enter when it should.
 
+Departure (`unparsed_type_credit`, on by default): an action that names the reference's type but
+does not parse - a coordinate outside the 0–1000 frame, a broken argument - earns R_type alone
+(format 0, argument 0) instead of 0. With the reports' rule, on a step whose right action the
+policy writes malformed, every well-formed wrong action out-scores the right type, and GRPO
+learns to avoid the right type: on venus-tiny, whose mid-trained Click coordinates were often out
+of frame (`Click(box=(178,15000))`), mobile GRPO turned 38 of 40 held-out Click steps into
+`Finished` (docs/learning.md). Format and arguments still need a parseable action.
+
 Distances are Euclidean in the 0–1000 frame. Weights and tolerances come from the spec
 (`RewardSpec`); the reports publish the formulas but not the numbers.
 """
@@ -51,6 +59,7 @@ from venus_core.rewards.text import token_f1
 _TAGS_IN_ORDER = re.compile(
     r"<think>.*?</think>\s*<action>.*?</action>\s*<conclusion>.*?</conclusion>", re.DOTALL
 )
+_ACTION_NAME = re.compile(r"<action>\s*([A-Za-z]+)\s*\(")
 _POINT_FIELD = {"Click": "box", "LongPress": "box", "Hover": "box", "DoubleClick": "box"}
 
 
@@ -151,8 +160,12 @@ def navigation_reward_for(platform: str):  # noqa: ANN201 - returns a RewardFn
         try:
             step = parse_navigation(completion, platform)
         except ActionParseError:
+            named = _ACTION_NAME.search(completion) if params.unparsed_type_credit else None
+            type_ok = 1.0 if named is not None and named.group(1) == ref.NAME else 0.0
             return RewardResult(
-                0.0, {"format": 0.0, "type": 0.0, "arg": 0.0, "action": 0.0}, parsed=False
+                params.task_weight * type_ok,
+                {"format": 0.0, "type": type_ok, "arg": 0.0, "action": type_ok},
+                parsed=False,
             )
         fmt = 1.0 if _TAGS_IN_ORDER.search(completion) else 0.0
         pred = step.action
