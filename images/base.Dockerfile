@@ -22,6 +22,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     VENUS_GIT_REV=${VENUS_GIT_REV} \
     HOME=/home/venus \
     HF_HOME=/home/venus/.cache/huggingface \
+    NUMBA_CACHE_DIR=/home/venus/.cache/numba \
     MLFLOW_DISABLE_TELEMETRY=true
 
 # torch first, from the CPU index, so that `pip install .` never resolves a CUDA build.

@@ -50,6 +50,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     VENUS_GIT_REV=${VENUS_GIT_REV} \
     HOME=/home/venus \
     HF_HOME=/home/venus/.cache/huggingface \
+    NUMBA_CACHE_DIR=/home/venus/.cache/numba \
     MLFLOW_DISABLE_TELEMETRY=true
 # ubuntu24.04 images ship a uid-1000 user `ubuntu`; ours is 10001 like every Venus image.
 RUN useradd --uid ${VENUS_UID} --create-home --home-dir /home/venus --shell /usr/sbin/nologin venus \
