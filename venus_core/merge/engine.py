@@ -186,6 +186,17 @@ class Engine:
             self._release(job, s, e)
         return stats
 
+    def _trim_target(self, job: TensorJob, density: float, shared: list[Threshold] | None,
+                     stats: TensorStats) -> tuple[list[Threshold] | None, int | None]:
+        """(shared thresholds, None) for a whole-part trim; (None, k) for a per-tensor trim keeping k
+        entries per model (recorded in stats); (None, None) when the method does not trim."""
+        if not self.method.trims or density >= 1.0:
+            return None, None
+        if shared is not None:
+            return shared, None
+        stats.target_k = k_for(density, job.info.numel)
+        return None, stats.target_k
+
     def merge_tensor(self, job: TensorJob, writer: ShardedWriter, opt: CombineOptions,
                      density: float, shared: list[Threshold] | None,
                      digest: "hashlib._Hash | None" = None,
@@ -200,19 +211,14 @@ class Engine:
         stats = TensorStats(info.key, job.part, info.numel, self.m)
         blocks = self.blocks(job)
         first: tuple[torch.Tensor, torch.Tensor, bool] | None = None
-        thresholds: list[Threshold] | None = None
-        if self.method.trims and density < 1.0:
-            if shared is not None:
-                thresholds = shared
+        thresholds, k = self._trim_target(job, density, shared, stats)
+        if k is not None:
+            if len(blocks) == 1:
+                first = self._taus(job, *self._views(job, *blocks[0]))
+                thresholds = exact_thresholds(first[1], [k] * self.m, self.ties)
             else:
-                k = k_for(density, info.numel)
-                stats.target_k = k
-                if len(blocks) == 1:
-                    first = self._taus(job, *self._views(job, *blocks[0]))
-                    thresholds = exact_thresholds(first[1], [k] * self.m, self.ties)
-                else:
-                    thresholds = find_thresholds(lambda: self.task_vector_chunks(job), [k] * self.m,
-                                                 info.numel, self.ties, sample=self._sample(job))
+                thresholds = find_thresholds(lambda: self.task_vector_chunks(job), [k] * self.m,
+                                             info.numel, self.ties, sample=self._sample(job))
         out_dtype = DTYPES[info.dtype]
         writer.begin(info.key)
         for s, e in blocks:
@@ -417,22 +423,17 @@ class Engine:
                             prepared: "Future[list[Threshold]] | None" = None) -> TensorStats | None:
         info = job.info
         stats = TensorStats(info.key, job.part, info.numel, self.m)
-        thresholds: list[Threshold] | None = None
-        if self.method.trims and density < 1.0:
-            if shared is not None:
-                thresholds = shared
+        thresholds, k = self._trim_target(job, density, shared, stats)
+        if k is not None:
+            if prepared is not None:
+                thresholds = prepared.result()
+            elif info.numel <= SAMPLE_RUNS * SAMPLE_RUN:
+                taus = self._taus(job, *self._views(job, 0, info.numel), check=False)[1]
+                thresholds = exact_thresholds(taus, [k] * self.m, self.ties)
+                del taus
+                self._release(job, 0, info.numel)
             else:
-                k = k_for(density, info.numel)
-                stats.target_k = k
-                if prepared is not None:
-                    thresholds = prepared.result()
-                elif info.numel <= SAMPLE_RUNS * SAMPLE_RUN:
-                    taus = self._taus(job, *self._views(job, 0, info.numel), check=False)[1]
-                    thresholds = exact_thresholds(taus, [k] * self.m, self.ties)
-                    del taus
-                    self._release(job, 0, info.numel)
-                else:
-                    thresholds = self._fused_thresholds(job, k)
+                thresholds = self._fused_thresholds(job, k)
         spans = self.blocks(job, fused_blocks=True)
         if any(self._trim_args(thresholds, shared is not None, s, e) is None for s, e in spans[:1]):
             return None

@@ -32,9 +32,6 @@ from numba import njit
 METHOD_CODES = {"ties": 0, "linear": 1, "task_arithmetic": 2}
 ELECTION_CODES = {"mass": 0, "weighted_mass": 1, "count": 2}
 
-# gram is [M, M] lower triangle; int stats: kept[M] then conflicts, touched, flags
-N_INT_STATS_EXTRA = 4  # conflicts, touched, non_finite_tau, non_finite_out
-ALL_ZERO = 4  # index (after kept) of the "every tau was exactly zero" flag
 
 
 @njit(cache=True, nogil=True)
