@@ -38,7 +38,7 @@ from typing import Literal, TypeVar
 import numpy as np
 import torch
 
-from venus_core.merge import fused
+from venus_core.merge import fused, fused_fast
 from venus_core.merge.io import DTYPES, CheckpointReader, ShardedWriter
 from venus_core.merge.methods import CombineOptions, MergeMethod
 from venus_core.merge.trim import (KEEP_ALL, KEEP_NONE, Threshold, TiePolicy, _as_float, apply_thresholds,
@@ -400,7 +400,7 @@ class Engine:
         gram = np.zeros((m, m), np.float64)
         ints = np.zeros(m + 5, np.int64)
         floats = np.zeros(2, np.float64)
-        fused.merge_block(bn, xn, *trim, *consts, out, gram, ints, floats)
+        fused_fast.kernel(m)(bn, xn, *trim, *consts, out, gram, ints, floats)
         if ints[m + 2]:
             self._non_finite(job, torch.from_numpy(bn), xs)  # raises, naming the input
         identical = bool(ints[m + 4]) and all(_same_bytes(b, x) for x in xs)

@@ -304,6 +304,28 @@ def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc"})
+def tail(b, dd, out, c0, c1):  # pragma: no cover - jitted
+    """out[c0:c1] = b[c0:c1] + dd (one fp32 add each: nothing to reassociate) and the chunk's
+    statistics for fused_fast's kernels: (sum of dd^2 in fp32, sum of o - o - NaN iff an output
+    is NaN/Inf, else 0 -, max |dd| as int32 bits)."""
+    dq = np.float32(0.0)
+    ok = np.float32(0.0)
+    mx = 0
+    bits = dd.view(np.int32)
+    bc = b[c0:c1]
+    oc = out[c0:c1]
+    for j in range(c1 - c0):
+        d = dd[j]
+        dq += d * d
+        o = bc[j] + d
+        oc[j] = o
+        ok += o - o
+        v = bits[j] & 0x7FFFFFFF
+        mx = v if v > mx else mx
+    return dq, ok, mx
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
 def _nan_if_non_finite(a, n):  # pragma: no cover - jitted
     """NaN when any of a[:n] is NaN or +-Inf (x - x is 0 for finite x), else 0."""
     s = np.float32(0.0)

@@ -1,0 +1,125 @@
+"""The model-count-specialised kernels (fused_fast) compute fused.merge_block's bytes and counts.
+
+Kernel-level: the same block goes through the generated kernel and the generic one with every
+method option (election, zero sign, weights, lambda, linear / task arithmetic), with tied
+entries kept by position (those chunks take the generic path inside the fast kernel), and with
+NaN / overflow inputs (the flags must agree). The end-to-end byte identity with the torch path
+is tested in test_fused_backend.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from venus_core.merge import fused, fused_fast
+
+N = 5000  # several 1,024-column chunks, the last one partial
+
+
+def _block(m: int, seed: int, nan: bool = False, huge: bool = False
+           ) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    b = (rng.standard_normal(N) * 0.1).astype(np.float32)
+    # half the task vectors on a grid of 2**-8 (many magnitudes equal the threshold exactly), half
+    # arbitrary (sums whose value depends on the order of the summands)
+    grid = np.arange(N) % 2 == 0
+    xs = tuple((b + np.where(grid, np.round(rng.standard_normal(N) * 8) / 256, rng.standard_normal(N) * 0.03)
+                ).astype(np.float32) for _ in range(m))
+    if nan:
+        xs[m - 1][N - 7] = np.nan
+    if huge:
+        b[3] = np.float32(3e38)
+        for x in xs:
+            x[3] = np.float32(3e38)
+        xs[0][3] = np.float32(-3e38)  # tau = -6e38: overflows fp32
+    lam = np.full(m, 5 / 256, np.float32)
+    lam[0] = 3 / 256
+    keep = []
+    for i, x in enumerate(xs):
+        with np.errstate(over="ignore"):
+            tied = np.flatnonzero(np.abs(x - b) == lam[i])
+        keep.append(np.sort(rng.choice(tied, size=min(len(tied), 40), replace=False)))
+    width = max(len(k) for k in keep)
+    keep_pos = np.zeros((m, width), np.int64)
+    for i, k in enumerate(keep):
+        keep_pos[i, : len(k)] = k
+    return b, xs, lam, keep_pos, np.array([len(k) for k in keep], np.int64)
+
+
+def _run(kernel, b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive, lambda_, floor):
+    m = len(xs)
+    out = np.empty(N, np.float32)
+    gram = np.zeros((m, m))
+    ints = np.zeros(m + 5, np.int64)
+    floats = np.zeros(2)
+    kernel(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive, bool((w == 1).all()),
+           np.float32(lambda_), np.float32(floor), out, gram, ints, floats)
+    return out, gram, ints, floats
+
+
+CASES = [  # (method, election, zero_positive, unit weights, lambda)
+    (0, 0, False, True, 1.0), (0, 1, True, False, 1.0), (0, 2, False, False, 0.7),
+    (0, 1, False, True, 1.3), (1, 0, False, False, 1.0), (2, 0, False, False, 0.5),
+]
+
+
+@pytest.mark.parametrize("m", [3, 4])
+@pytest.mark.parametrize("case", CASES)
+def test_fast_kernel_equals_generic(m: int, case: tuple) -> None:
+    method, election, zero_positive, unit, lambda_ = case
+    b, xs, lam, keep_pos, keep_n = _block(m, seed=m * 10 + len(str(case)))
+    assert keep_n.sum() > 0  # some chunks hold tied entries kept by position
+    if method:
+        lam = np.full(m, -np.inf, np.float32)  # linear / task arithmetic do not trim
+        keep_pos, keep_n = np.zeros((m, 0), np.int64), np.zeros(m, np.int64)
+    w = np.ones(m, np.float32) if unit else np.linspace(0.5, 1.5, m).astype(np.float32)
+    floor = float(w[w > 0].min())
+    args = (b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive, lambda_, floor)
+    fast = _run(fused_fast.kernel(m), *args)
+    ref = _run(fused.merge_block, *args)
+    assert np.array_equal(fast[0].view(np.int32), ref[0].view(np.int32))
+    assert fast[2].tolist() == ref[2].tolist()  # kept counts, conflicts, touched, flags
+    np.testing.assert_allclose(fast[1], ref[1], rtol=1e-5)
+    np.testing.assert_allclose(fast[3], ref[3], rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["nan", "overflow"])
+def test_fast_kernel_flags_bad_values_like_generic(bad: str) -> None:
+    m = 3
+    b, xs, lam, keep_pos, keep_n = _block(m, seed=5, nan=bad == "nan", huge=bad == "overflow")
+    w = np.ones(m, np.float32)
+    args = (b, xs, lam, keep_pos, keep_n, w, 0, 0, False, 1.0, 1.0)
+    fast, ref = _run(fused_fast.kernel(m), *args), _run(fused.merge_block, *args)
+    assert fast[2][m + 2] == ref[2][m + 2] == 1  # a non-finite task vector is flagged
+    assert fast[2].tolist() == ref[2].tolist()
+
+
+def test_all_zero_block_is_flagged() -> None:
+    m = 2
+    b = np.linspace(-1, 1, N).astype(np.float32)
+    xs = (b.copy(), b.copy())
+    lam = np.zeros(m, np.float32)
+    none = np.zeros((m, 0), np.int64), np.zeros(m, np.int64)
+    out, _, ints, floats = _run(fused_fast.kernel(m), b, xs, lam, *none, np.ones(m, np.float32), 0, 0, False,
+                                1.0, 1.0)
+    assert ints[m + 4] == 1 and ints[:m].tolist() == [0, 0] and floats[0] == 0.0
+    assert np.array_equal(out, b)
+
+
+def test_kernel_files_are_checked_and_regenerated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    path = fused_fast._module_file(2)
+    assert path.parent == tmp_path / "venus-kernels"
+    assert path.read_text() == fused_fast.source(2)
+    path.write_text(path.read_text() + "\nimport os\n")  # tampered: never imported as is
+    assert fused_fast._module_file(2).read_text() == fused_fast.source(2)
+    assert "m2_" in path.name and fused_fast._module_file(1) != path
+
+
+def test_model_counts_beyond_the_specialised_ones_use_the_generic_kernel() -> None:
+    assert fused_fast.kernel(fused_fast.MAX_M + 1) is fused.merge_block
+    with pytest.raises(ValueError, match="1..4"):
+        fused_fast.source(fused_fast.MAX_M + 1)
