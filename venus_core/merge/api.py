@@ -130,12 +130,19 @@ def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path 
 def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p: Path, model_ps: list[Path],
            out_p: Path, base_r: CheckpointReader, model_rs: list[CheckpointReader], jobs: list[TensorJob],
            tokenizer: dict[str, str]) -> dict[str, object]:
+    torch_threads = torch.get_num_threads()
     engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, cfg.threshold_ties,
-                    backend=cfg.backend, threads=cfg.threads or torch.get_num_threads())
+                    backend=cfg.backend, threads=cfg.threads or torch_threads)
+    if cfg.backend == "fused":
+        # the fused kernels run on the engine's own worker threads; torch's few small ops (samples,
+        # candidate selection) would otherwise start its intra-op pool, whose idle workers spin
+        # on the very cores the kernels need. Process-wide, so restored afterwards.
+        torch.set_num_threads(1)
     try:
         return _merge_with(engine, cfg, method, base_p, model_ps, out_p, base_r, jobs, tokenizer)
     finally:
         engine.close()
+        torch.set_num_threads(torch_threads)
 
 
 def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: Path, model_ps: list[Path],

@@ -156,6 +156,10 @@ class Engine:
         runs = [(0, n)] if n <= SAMPLE_RUNS * SAMPLE_RUN else [
             (st, st + SAMPLE_RUN) for st in ((n - SAMPLE_RUN) * j // (SAMPLE_RUNS - 1) for j in range(SAMPLE_RUNS))]
         b, xs = self._views(job, 0, n)
+        if b.dtype == torch.float32:  # one numpy gather per input (torch.cat of 64 slices: ~10x slower)
+            idx = (np.asarray([s for s, _ in runs])[:, None] + np.arange(runs[0][1] - runs[0][0])).ravel()
+            bn = b.numpy().take(idx)
+            return torch.from_numpy(np.stack([np.subtract(x.numpy().take(idx), bn) for x in xs]))
         b32 = torch.cat([b[s:e] for s, e in runs]).to(torch.float32)
         out = torch.empty(self.m, b32.numel(), dtype=torch.float32)
         for i, x in enumerate(xs):
