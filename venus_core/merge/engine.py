@@ -393,11 +393,11 @@ class Engine:
         return lam, keep_pos, np.array([x.numel() for x in keep], np.int64)
 
     def _merge_block(self, job: TensorJob, consts: tuple[object, ...], thresholds: list[Threshold] | None,
-                     shared: bool, span: tuple[int, int]
-                     ) -> tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]:
+                     shared: bool, fixed: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+                     span: tuple[int, int]) -> tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]:
         s, e = span
         b, xs, bn, xn = self._block_arrays(job, s, e)
-        trim = self._trim_args(thresholds, shared, s, e)
+        trim = fixed or self._trim_args(thresholds, shared, s, e)
         assert trim is not None  # checked for the whole tensor before the blocks start
         m = self.m
         out = np.empty(e - s, np.float32)
@@ -447,8 +447,13 @@ class Engine:
                   opt.zero_sign == "positive", bool((w == 1.0).all()), np.float32(opt.lambda_),
                   np.float32(positive.min() if positive.size else 1.0))
         m = self.m
+        # the trim arguments are the same for every block unless tied entries are kept by position
+        positional = shared is None and any(
+            t.keep_at is not None and not t.keeps_all_ties and 0 < t.bits < KEEP_NONE for t in thresholds or [])
+        fixed = None if positional else self._trim_args(thresholds, shared is not None, 0, info.numel)
         writer.begin(info.key)
-        blocks = self._ordered(lambda sp: self._merge_block(job, consts, thresholds, shared is not None, sp), spans)
+        blocks = self._ordered(
+            lambda sp: self._merge_block(job, consts, thresholds, shared is not None, fixed, sp), spans)
         for data, identical, gram, ints, floats in blocks:
             stats.chunks += 1
             if identical:
