@@ -440,7 +440,8 @@ class Engine:
             else:
                 thresholds = self._fused_thresholds(job, k)
         spans = self.blocks(job, fused_blocks=True)
-        if any(self._trim_args(thresholds, shared is not None, s, e) is None for s, e in spans[:1]):
+        whole = self._trim_args(thresholds, shared is not None, 0, info.numel)
+        if whole is None:
             return None
         w = self.weights.numpy().astype(np.float32)
         positive = w[w > 0]
@@ -449,9 +450,7 @@ class Engine:
                   np.float32(positive.min() if positive.size else 1.0))
         m = self.m
         # the trim arguments are the same for every block unless tied entries are kept by position
-        positional = shared is None and any(
-            t.keep_at is not None and not t.keeps_all_ties and 0 < t.bits < KEEP_NONE for t in thresholds or [])
-        fixed = None if positional else self._trim_args(thresholds, shared is not None, 0, info.numel)
+        fixed = None if whole[2].any() else whole
         writer.begin(info.key)
         blocks = self._ordered(
             lambda sp: self._merge_block(job, consts, thresholds, shared is not None, fixed, sp), spans)
