@@ -123,3 +123,32 @@ def test_model_counts_beyond_the_specialised_ones_use_the_generic_kernel() -> No
     assert fused_fast.kernel(fused_fast.MAX_M + 1) is fused.merge_block
     with pytest.raises(ValueError, match="1..4"):
         fused_fast.source(fused_fast.MAX_M + 1)
+
+
+@pytest.mark.parametrize("n", [1, fused.SCAN_SUB, 3 * fused.SCAN_SUB + 17])
+def test_scan_block_counts_and_collects_in_flat_order(n: int) -> None:
+    """fused.scan_block vs numpy: entries above the band counted, entries in the band collected
+    with their flat positions (offset + j) in ascending order, across sub-blocks, the last one
+    partial; a model that is not live is left at zero."""
+    rng = np.random.default_rng(n)
+    m = 3
+    b = (rng.standard_normal(n) * 0.1).astype(np.float32)
+    xs = tuple((b + rng.standard_normal(n).astype(np.float32) * 0.01).astype(np.float32) for _ in range(m))
+    lo = np.array([0.004, 0.006, 0.0], np.float32)
+    hi = np.array([0.008, 0.0065, 1.0], np.float32)
+    live = np.array([True, True, False])
+    above, held = np.full(m, 7, np.int64), np.full(m, 7, np.int64)  # stale values are reset
+    pos = np.empty((m, min(n, fused.SCAN_SUB)), np.int32)
+    val = np.full((m, n), -1.0, np.float32)
+    at = np.full((m, n), -1, np.int64)
+    fused.scan_block(b, xs, lo, hi, live, above, pos, val, at, held, 1000)
+    for i in range(m):
+        t = np.abs(xs[i] - b)
+        if not live[i]:
+            assert above[i] == 0 and held[i] == 0
+            continue
+        band = np.flatnonzero((t > lo[i]) & (t <= hi[i]))
+        assert above[i] == int((t > hi[i]).sum())
+        assert held[i] == band.size and (n < 100 or band.size > 0)
+        assert np.array_equal(at[i, : held[i]], band + 1000)
+        assert np.array_equal(val[i, : held[i]], t[band])

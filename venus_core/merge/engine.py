@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from venus_core.merge import fused, fused_fast
-from venus_core.merge.io import DTYPES, CheckpointReader, ShardedWriter
+from venus_core.merge.io import DTYPES, CheckpointReader, ShardedWriter, aligned_empty
 from venus_core.merge.methods import CombineOptions, MergeMethod
 from venus_core.merge.trim import (KEEP_ALL, KEEP_NONE, Threshold, TiePolicy, _as_float, apply_thresholds,
                                    band_bounds, exact_thresholds, find_thresholds, k_for, select_in_band,
@@ -93,7 +93,7 @@ class Engine:
             return None
         with self._lock:
             if self._planner is None:
-                self._planner = ThreadPoolExecutor(1, thread_name_prefix="venus-merge-plan")
+                self._planner = ThreadPoolExecutor(2, thread_name_prefix="venus-merge-plan")
         return self._planner.submit(self._fused_thresholds, job, k_for(density, job.info.numel))
 
     def block_elems(self, job: TensorJob) -> int:
@@ -322,7 +322,7 @@ class Engine:
         s, e = span
         _, _, bn, xn = self._block_arrays(job, s, e)
         width = self.fused_block_elems(job)  # every block of this tensor fits; one buffer per thread
-        pos = self._buffer("cand_pos", (self.m, width), torch.int32).numpy()
+        pos = self._buffer("cand_pos", (self.m, min(width, fused.SCAN_SUB)), torch.int32).numpy()
         val = self._buffer("cand_val", (self.m, width), torch.float32).numpy()
         at = self._buffer("cand_at", (self.m, width), torch.int64).numpy()
         above = np.zeros(self.m, np.int64)
@@ -394,14 +394,16 @@ class Engine:
         return lam, keep_pos, np.array([x.numel() for x in keep], np.int64)
 
     def _merge_block(self, job: TensorJob, consts: tuple[object, ...], thresholds: list[Threshold] | None,
-                     shared: bool, fixed: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+                     shared: bool, fixed: tuple[np.ndarray, np.ndarray, np.ndarray] | None, lands: int,
                      span: tuple[int, int]) -> tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]:
+        """One fused block; `lands`: the output file position of the tensor's first byte modulo a page
+        (fp32 output is written straight from `out`, allocated to match: io.py, copy alignment)."""
         s, e = span
         b, xs, bn, xn = self._block_arrays(job, s, e)
         trim = fixed or self._trim_args(thresholds, shared, s, e)
         assert trim is not None  # checked for the whole tensor before the blocks start
         m = self.m
-        out = np.empty(e - s, np.float32)
+        out = aligned_empty(4 * (e - s), lands + 4 * s).view(np.float32)
         gram = np.zeros((m, m), np.float64)
         ints = np.zeros(m + 5, np.int64)
         floats = np.zeros(2, np.float64)
@@ -452,8 +454,9 @@ class Engine:
         # the trim arguments are the same for every block unless tied entries are kept by position
         fixed = None if whole[2].any() else whole
         writer.begin(info.key)
+        lands = writer.page_offset(info.key)
         blocks = self._ordered(
-            lambda sp: self._merge_block(job, consts, thresholds, shared is not None, fixed, sp), spans)
+            lambda sp: self._merge_block(job, consts, thresholds, shared is not None, fixed, lands, sp), spans)
         for data, identical, gram, ints, floats in blocks:
             stats.chunks += 1
             if identical:

@@ -34,39 +34,53 @@ ELECTION_CODES = {"mass": 0, "weighted_mass": 1, "count": 2}
 
 
 
+SCAN_SUB = 2048  # elements per model compacted at a time: scratch and data stay in L1/L2
+
+
 @njit(cache=True, nogil=True)
 def scan_block(b, xs, lo, hi, live, above, cand_pos, cand_val, cand_at, held, offset):  # pragma: no cover
     """Bounded threshold pass over one block (trim.py's `_bounded_pass`, fused).
 
     For each live model i: above[i] = #(|x_i - b| > hi[i]); the entries with
     lo[i] < |x_i - b| <= hi[i] go to cand_val[i, :held[i]] with their flat positions (offset + j)
-    in cand_at. Branch-free compaction: every block position is stored (int32 scratch cand_pos),
-    the cursor only advances for entries in the band (a branch would mispredict on random data);
-    the few % in the band are then gathered. Buffers hold one block, so they cannot overflow.
+    in cand_at, in flat order. Branch-free compaction (a branch would mispredict on random data):
+    every position of a SCAN_SUB sub-block is stored in the int32 scratch row cand_pos[i]
+    (>= SCAN_SUB long), the cursor only advances for entries in the band; the few % in the band
+    are then gathered. Sub-blocks keep the scratch stores and the gather's re-reads in cache and
+    read the base's sub-block from cache for every model after the first (a whole-block pass per
+    model was ~1.5x slower: the scratch stores and the re-reads went to memory).
     """
     n = b.shape[0]
-    for i in range(len(xs)):
-        if not live[i]:
-            continue
-        x = xs[i]
-        lo_i = lo[i]
-        hi_i = hi[i]
-        pos = cand_pos[i]
-        a = 0
-        c = 0
-        for j in range(n):
-            t = abs(x[j] - b[j])
-            a += t > hi_i
-            pos[c] = j
-            c += (t > lo_i) & (t <= hi_i)
-        vals = cand_val[i]
-        at = cand_at[i]
-        for k in range(c):
-            j = pos[k]
-            vals[k] = abs(x[j] - b[j])
-            at[k] = offset + j
-        above[i] = a
-        held[i] = c
+    m = len(xs)
+    for i in range(m):
+        above[i] = 0
+        held[i] = 0
+    for c0 in range(0, n, SCAN_SUB):
+        c1 = min(n, c0 + SCAN_SUB)
+        bs = b[c0:c1]  # sliced, so loop indices start at 0 (provably non-negative: no wrap checks)
+        for i in range(m):
+            if not live[i]:
+                continue
+            x = xs[i][c0:c1]
+            lo_i = lo[i]
+            hi_i = hi[i]
+            pos = cand_pos[i]
+            a = 0
+            c = 0
+            for j in range(c1 - c0):
+                t = abs(x[j] - bs[j])
+                a += t > hi_i
+                pos[c] = j
+                c += (t > lo_i) & (t <= hi_i)
+            h = held[i]
+            vals = cand_val[i]
+            at = cand_at[i]
+            for k in range(c):
+                j = pos[k]
+                vals[h + k] = abs(x[j] - bs[j])
+                at[h + k] = offset + c0 + j
+            above[i] += a
+            held[i] = h + c
 
 
 CHUNK = 1024  # elements per model held in the kernel's scratch rows (stay in L1/L2)

@@ -15,6 +15,14 @@ and bytes are appended as chunks are merged. The files follow the safetensors fo
 header length, JSON header with `__metadata__`, contiguous data) and are read back by
 `safe_open` in the tests. sha256 digests are computed while writing, so the manifest costs no
 second read.
+
+Copy alignment: on AMD Zen (these VMs), the kernel's `rep movsb` copy between a user buffer and
+the page cache runs ~2.5x slower when the destination sits 1..63 bytes past the source modulo a
+page (measured: 0.8 vs 0.3 ms per MiB written; 0.5 vs 0.15 ms per MiB read). A malloc'd buffer
+starts 16 bytes into a page, so whether a write() was slow depended on the safetensors header's
+length. Producers can ask `ShardedWriter.page_offset` where a chunk will land and allocate with
+`aligned_empty`; any other chunk at a short distance is staged through an aligned buffer first
+(user-space memcpy, which glibc already steers around this case).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import torch
 from safetensors import safe_open
 
@@ -47,6 +56,21 @@ DTYPES: dict[str, torch.dtype] = {
     "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
 }
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}
+PAGE = 4096
+SHORT_DISTANCE = 64  # (destination - source) % PAGE in (0, SHORT_DISTANCE): slow kernel copy
+STAGE_BYTES = 1 << 20
+
+
+def aligned_empty(nbytes: int, page_offset: int) -> np.ndarray:
+    """An uninitialised uint8 array of nbytes whose address is page_offset modulo a page."""
+    raw = np.empty(nbytes + PAGE, np.uint8)
+    start = (page_offset - raw.ctypes.data) % PAGE
+    return raw[start: start + nbytes]
+
+
+def short_distance(dst: int, src: int) -> bool:
+    """True when a kernel copy from address src to dst hits the slow case (module docstring)."""
+    return 0 < (dst - src) % PAGE < SHORT_DISTANCE
 
 
 class CheckpointError(ValueError):
@@ -222,11 +246,25 @@ class ShardedWriter:
         self.names = [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
         self.order = [(si, e) for si, shard in enumerate(self.shards) for e in shard]
         self.digests: dict[str, str] = {}
+        self._headers = [_header(shard) for shard in self.shards]
+        self._starts: dict[str, int] = {}  # key -> file position of its first byte
+        for head, shard in zip(self._headers, self.shards):
+            at = len(head)
+            for e in shard:
+                self._starts[e.key] = at
+                at += e.nbytes
         self._pos = -1
         self._left = 0
+        self._at = 0  # bytes written to the current shard file
         self._fh: BinaryIO | None = None
         self._hash = hashlib.sha256()
         self._shard = -1
+        self._stage: np.ndarray | None = None
+        self.staged_bytes = 0  # written through the staging buffer (short-distance chunks)
+
+    def page_offset(self, key: str, byte: int = 0) -> int:
+        """Where byte `byte` of tensor `key` lands in its shard file, modulo a page."""
+        return (self._starts[key] + byte) % PAGE
 
     def begin(self, key: str) -> None:
         if self._left:
@@ -238,9 +276,10 @@ class ShardedWriter:
         if si != self._shard:
             self._close()
             self._shard = si
-            self._fh = open(self.out_dir / self.names[si], "wb")
+            self._fh = open(self.out_dir / self.names[si], "wb", buffering=0)
             self._hash = hashlib.sha256()
-            self._emit(_header(self.shards[si]))
+            self._at = 0
+            self._emit(memoryview(self._headers[si]))
         self._left = e.nbytes
 
     def write(self, chunk: torch.Tensor) -> None:
@@ -248,12 +287,33 @@ class ShardedWriter:
         if data.nbytes > self._left:
             raise RuntimeError(f"tensor {self.order[self._pos][1].key!r}: too many bytes written")
         self._left -= data.nbytes
-        self._emit(memoryview(data))
+        if data.nbytes < PAGE or not short_distance(self._at, data.ctypes.data):
+            self._emit(memoryview(data))
+            return
+        if self._stage is None:
+            self._stage = np.empty(STAGE_BYTES + PAGE, np.uint8)
+        for s in range(0, data.nbytes, STAGE_BYTES):
+            piece = data[s: s + STAGE_BYTES]
+            start = (self._at - self._stage.ctypes.data) % PAGE
+            stage = self._stage[start: start + piece.nbytes]
+            np.copyto(stage, piece)
+            self._emit(memoryview(stage))
+        self.staged_bytes += data.nbytes
 
-    def _emit(self, data: bytes | memoryview) -> None:
+    def _emit(self, data: memoryview) -> None:
+        """Hash, then write, in pieces of at most STAGE_BYTES: hashing a piece first brings it into
+        this core's cache, so the kernel's copy reads it from there (a block just computed on a
+        worker thread and handed to write(2) whole copied ~2.5x slower: 1.0 vs 0.4 ms per MiB)."""
         assert self._fh is not None
-        self._fh.write(data)
-        self._hash.update(data)
+        for s in range(0, data.nbytes, STAGE_BYTES):
+            piece = data[s: s + STAGE_BYTES]
+            self._hash.update(piece)
+            while piece.nbytes:  # unbuffered: a write may be short
+                n = self._fh.write(piece)
+                if n is None:
+                    raise OSError(f"{self.out_dir / self.names[self._shard]}: write would block")
+                piece = piece[n:]
+        self._at += data.nbytes
 
     def _close(self) -> None:
         if self._fh is not None:
