@@ -125,7 +125,7 @@ def test_model_counts_beyond_the_specialised_ones_use_the_generic_kernel() -> No
         fused_fast.source(fused_fast.MAX_M + 1)
 
 
-@pytest.mark.parametrize("n", [1, fused.SCAN_SUB, 3 * fused.SCAN_SUB + 17])
+@pytest.mark.parametrize("n", [1, 63, 64 * 3, fused.SCAN_SUB, 3 * fused.SCAN_SUB + 17, 2 * fused.SCAN_SUB + 64 * 5 + 63])
 def test_scan_block_counts_and_collects_in_flat_order(n: int) -> None:
     """fused.scan_block vs numpy: entries above the band counted, entries in the band collected
     with their flat positions (offset + j) in ascending order, across sub-blocks, the last one
@@ -138,10 +138,10 @@ def test_scan_block_counts_and_collects_in_flat_order(n: int) -> None:
     hi = np.array([0.008, 0.0065, 1.0], np.float32)
     live = np.array([True, True, False])
     above, held = np.full(m, 7, np.int64), np.full(m, 7, np.int64)  # stale values are reset
-    pos = np.empty((m, min(n, fused.SCAN_SUB)), np.int32)
+    masks = np.full((m, fused.SCAN_SUB // 64), -1, np.int64)
     val = np.full((m, n), -1.0, np.float32)
     at = np.full((m, n), -1, np.int64)
-    fused.scan_block(b, xs, lo, hi, live, above, pos, val, at, held, 1000)
+    fused.scan_block(b, xs, lo, hi, live, above, masks, val, at, held, 1000)
     for i in range(m):
         t = np.abs(xs[i] - b)
         if not live[i]:

@@ -322,12 +322,12 @@ class Engine:
         s, e = span
         _, _, bn, xn = self._block_arrays(job, s, e)
         width = self.fused_block_elems(job)  # every block of this tensor fits; one buffer per thread
-        pos = self._buffer("cand_pos", (self.m, min(width, fused.SCAN_SUB)), torch.int32).numpy()
+        mask = self._buffer("cand_mask", (self.m, fused.SCAN_SUB // 64), torch.int64).numpy()
         val = self._buffer("cand_val", (self.m, width), torch.float32).numpy()
         at = self._buffer("cand_at", (self.m, width), torch.int64).numpy()
         above = np.zeros(self.m, np.int64)
         held = np.zeros(self.m, np.int64)
-        fused.scan_block(bn, xn, lo, hi, live, above, pos, val, at, held, s)
+        fused.scan_block(bn, xn, lo, hi, live, above, mask, val, at, held, s)
         vals = [torch.from_numpy(val[i, : held[i]].copy()) for i in range(self.m)]
         where = [torch.from_numpy(at[i, : held[i]].copy()) for i in range(self.m)]
         del bn, xn

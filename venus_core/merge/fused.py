@@ -34,29 +34,38 @@ ELECTION_CODES = {"mass": 0, "weighted_mass": 1, "count": 2}
 
 
 
-SCAN_SUB = 2048  # elements per model compacted at a time: scratch and data stay in L1/L2
+SCAN_SUB = 2048  # elements per model scanned at a time: data and masks stay in L1/L2
+_DEBRUIJN = 0x03F79D71B4CB0A89  # de Bruijn sequence: bit index of an isolated bit by multiplication
+_BIT_INDEX = np.zeros(64, np.int64)
+for _i in range(64):
+    _BIT_INDEX[(((1 << _i) * _DEBRUIJN) & ((1 << 64) - 1)) >> 58] = _i
+_DEBRUIJN_I64 = np.int64(_DEBRUIJN)  # < 2**63: the same bits as a signed constant
 
 
-@njit(cache=True, nogil=True)
-def scan_block(b, xs, lo, hi, live, above, cand_pos, cand_val, cand_at, held, offset):  # pragma: no cover
+@njit(cache=True, nogil=True, error_model="numpy")
+def scan_block(b, xs, lo, hi, live, above, cand_mask, cand_val, cand_at, held, offset):  # pragma: no cover
     """Bounded threshold pass over one block (trim.py's `_bounded_pass`, fused).
 
     For each live model i: above[i] = #(|x_i - b| > hi[i]); the entries with
     lo[i] < |x_i - b| <= hi[i] go to cand_val[i, :held[i]] with their flat positions (offset + j)
-    in cand_at, in flat order. Branch-free compaction (a branch would mispredict on random data):
-    every position of a SCAN_SUB sub-block is stored in the int32 scratch row cand_pos[i]
-    (>= SCAN_SUB long), the cursor only advances for entries in the band; the few % in the band
-    are then gathered. Sub-blocks keep the scratch stores and the gather's re-reads in cache and
-    read the base's sub-block from cache for every model after the first (a whole-block pass per
-    model was ~1.5x slower: the scratch stores and the re-reads went to memory).
+    in cand_at, in flat order. Per SCAN_SUB sub-block, a branch-free loop the compiler vectorises
+    counts the entries above the band and packs "in the band" into one 64-bit mask per 64 entries
+    (int64 scratch row cand_mask[i], >= SCAN_SUB / 64 long); the set bits (a few % of entries)
+    are then visited lowest first, their index found with a de Bruijn multiplication. Sub-blocks
+    keep the masks and the gather's re-reads in cache, and the base's sub-block is read from cache
+    for every model after the first. Measured against the previous branch-free compaction (every
+    position stored, a cursor advanced for band entries): 1.0 vs 1.7-2.0 ns per parameter and model.
     """
     n = b.shape[0]
     m = len(xs)
+    bit_index = _BIT_INDEX
     for i in range(m):
         above[i] = 0
         held[i] = 0
     for c0 in range(0, n, SCAN_SUB):
         c1 = min(n, c0 + SCAN_SUB)
+        size = c1 - c0
+        words = size // 64
         bs = b[c0:c1]  # sliced, so loop indices start at 0 (provably non-negative: no wrap checks)
         for i in range(m):
             if not live[i]:
@@ -64,23 +73,38 @@ def scan_block(b, xs, lo, hi, live, above, cand_pos, cand_val, cand_at, held, of
             x = xs[i][c0:c1]
             lo_i = lo[i]
             hi_i = hi[i]
-            pos = cand_pos[i]
+            masks = cand_mask[i]
             a = 0
-            c = 0
-            for j in range(c1 - c0):
-                t = abs(x[j] - bs[j])
-                a += t > hi_i
-                pos[c] = j
-                c += (t > lo_i) & (t <= hi_i)
+            for w in range(words):
+                xw = x[w * 64: w * 64 + 64]
+                bw = bs[w * 64: w * 64 + 64]
+                mask = np.uint64(0)
+                for k in range(64):
+                    t = abs(xw[k] - bw[k])
+                    a += t > hi_i
+                    mask |= np.uint64((t > lo_i) & (t <= hi_i)) << np.uint64(k)
+                masks[w] = np.int64(mask)
             h = held[i]
             vals = cand_val[i]
             at = cand_at[i]
-            for k in range(c):
-                j = pos[k]
-                vals[h + k] = abs(x[j] - bs[j])
-                at[h + k] = offset + c0 + j
+            for w in range(words):
+                bits = masks[w]
+                while bits:
+                    low = bits & -bits
+                    j = w * 64 + bit_index[((low * _DEBRUIJN_I64) >> 58) & 63]
+                    vals[h] = abs(x[j] - bs[j])
+                    at[h] = offset + c0 + j
+                    h += 1
+                    bits ^= low
+            for j in range(words * 64, size):  # the sub-block's last < 64 entries
+                t = abs(x[j] - bs[j])
+                a += t > hi_i
+                if (t > lo_i) & (t <= hi_i):
+                    vals[h] = t
+                    at[h] = offset + c0 + j
+                    h += 1
             above[i] += a
-            held[i] = h + c
+            held[i] = h
 
 
 CHUNK = 1024  # elements per model held in the kernel's scratch rows (stay in L1/L2)
