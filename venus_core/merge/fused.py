@@ -26,8 +26,33 @@ fallback) is stateful across blocks and stays on the torch path.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import njit
+
+
+def _numba_registries_without_scipy() -> None:
+    """Load numba's numpy registries without importing scipy.linalg (0.6 s of every merge).
+
+    A process's first call of any jitted function loads numba's registries; one of them,
+    numba.np.arraymath, imports scipy.linalg only to set a flag (`_HAVE_BLAS`) that picks a plain
+    loop over BLAS in one helper none of these kernels uses. With scipy's BLAS module masked while
+    that module loads, the flag is False and nothing else changes: np.dot & co. still import
+    scipy when a kernel uses them (they check at compile time). Skipped when either module is
+    loaded already (then there is nothing to save)."""
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    key = "scipy.linalg.cython_blas"
+    sys.modules[key] = None  # type: ignore[assignment]  # `import` raises ImportError
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        if key in sys.modules and sys.modules[key] is None:
+            del sys.modules[key]
+
+
+_numba_registries_without_scipy()
 
 METHOD_CODES = {"ties": 0, "linear": 1, "task_arithmetic": 2}
 ELECTION_CODES = {"mass": 0, "weighted_mass": 1, "count": 2}
