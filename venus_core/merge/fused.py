@@ -33,7 +33,7 @@ from numba import njit
 
 
 def _numba_registries_without_scipy() -> None:
-    """Load numba's numpy registries without importing scipy.linalg (0.6 s of every merge).
+    """Load numba's numpy registries without importing scipy.linalg (~0.3 s of every merge).
 
     A process's first call of any jitted function loads numba's registries; one of them,
     numba.np.arraymath, imports scipy.linalg only to set a flag (`_HAVE_BLAS`) that picks a plain
