@@ -1,0 +1,94 @@
+"""Where the merge's time goes, and how fast it could be without the threshold pass.
+
+Runs the benchmark's TIES merge in-process (inputs made by `run.py`, default
+/tmp/venus-merge-bench/L16) and prints, per run: wall and process CPU seconds, thread CPU
+seconds of the main phases (threshold scan kernel, merge kernel, sampling, candidate selection,
+output hash and write(2)), then the same merge with each tensor's exact thresholds handed over
+from the first run (no sample, no scan, no selection): a lower bound for any threshold method,
+one-pass designs included.
+
+    .venv/bin/python benchmarks/merge_vs_mergekit/breakdown.py [--work DIR] [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from venus_core.merge import MergeConfig, engine, fused, fused_fast, io, merge_checkpoints, trim
+
+CPU: dict[str, float] = collections.defaultdict(float)
+_LOCK = threading.Lock()
+
+
+def _timed(label: str, fn):  # type: ignore[no-untyped-def]
+    @functools.wraps(fn)
+    def run(*a, **k):  # type: ignore[no-untyped-def]
+        c0 = time.thread_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            with _LOCK:
+                CPU[label] += time.thread_time() - c0
+    return run
+
+
+def _instrument() -> None:
+    fused.scan_block = _timed("threshold scan kernel", fused.scan_block)
+    kernel = fused_fast.kernel
+    fused_fast.kernel = lambda m: _timed("merge kernel", kernel(m))  # type: ignore[assignment]
+    engine.Engine._sample = _timed("threshold samples", engine.Engine._sample)  # type: ignore[method-assign]
+    engine.select_in_band = _timed("candidate selection", trim.select_in_band)
+
+    def split_emit(self: io.ShardedWriter, data: memoryview) -> None:  # io.ShardedWriter._emit, timed
+        for s in range(0, data.nbytes, io.STAGE_BYTES):
+            piece = data[s: s + io.STAGE_BYTES]
+            c0 = time.thread_time()
+            self._hash.update(piece)
+            c1 = time.thread_time()
+            while piece.nbytes:
+                piece = piece[self._fh.write(piece):]
+            with _LOCK:
+                CPU["output sha256"] += c1 - c0
+                CPU["output write(2)"] += time.thread_time() - c1
+        self._at += data.nbytes
+    io.ShardedWriter._emit = split_emit  # type: ignore[method-assign]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/venus-merge-bench/L16"))
+    ap.add_argument("--runs", type=int, default=2)
+    args = ap.parse_args()
+    base, models, out = args.work / "base", [args.work / f"ft{i}" for i in range(3)], args.work / "out_breakdown"
+    if not base.is_dir():
+        raise SystemExit(f"{base}: run benchmarks/merge_vs_mergekit/run.py first (it generates the inputs)")
+    cfg = MergeConfig.mergekit_ties(density=0.2, weights=[1, 1, 1], max_working_bytes=256 << 20, threads=2)
+    _instrument()
+    known: dict[str, list[trim.Threshold]] = {}
+    two_pass = engine.Engine._fused_thresholds
+
+    def recorded(self: engine.Engine, job: engine.TensorJob, k: int) -> list[trim.Threshold]:
+        known[job.info.key] = got = two_pass(self, job, k)
+        return got
+
+    for label, thresholds in [("two-pass merge", recorded)] * args.runs + [
+            ("exact thresholds given (no threshold pass)", lambda self, job, k: known[job.info.key])] * args.runs:
+        engine.Engine._fused_thresholds = thresholds  # type: ignore[method-assign]
+        shutil.rmtree(out, ignore_errors=True)
+        CPU.clear()
+        c0, t0 = time.process_time(), time.perf_counter()
+        merge_checkpoints(base, models, out, cfg)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(CPU.items(), key=lambda kv: -kv[1]))
+        print(f"{label}: wall {wall:.2f} s, process CPU {cpu:.2f} s; thread CPU s: {parts}")
+    shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
