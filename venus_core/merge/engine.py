@@ -84,9 +84,9 @@ class Engine:
                 ) -> "Future[list[Threshold]] | None":
         """Start the threshold pass of a large tensor in the background (fused backend, threads > 1).
 
-        The caller prepares tensor i+1 before merging tensor i, so the sample, the scan blocks and
-        the selection of the next tensor fill the workers while this one is merged and written,
-        instead of leaving them idle at every tensor boundary."""
+        The caller prepares tensors i+1 and i+2 before merging tensor i (two planner threads), so
+        the samples, scan blocks and selections of the next tensors fill the workers while this one
+        is merged and written, instead of leaving them idle at every tensor boundary."""
         if (self.backend != "fused" or self.threads <= 1 or self.method.name not in fused.METHOD_CODES
                 or not self.method.trims or density >= 1.0 or shared is not None
                 or job.info.numel <= SAMPLE_RUNS * SAMPLE_RUN):
