@@ -17,8 +17,9 @@ header length, JSON header with `__metadata__`, contiguous data) and are read ba
 second read.
 
 Copy alignment: on AMD Zen (these VMs), the kernel's `rep movsb` copy between a user buffer and
-the page cache runs ~2.5x slower when the destination sits 1..63 bytes past the source modulo a
-page (measured: 0.8 vs 0.3 ms per MiB written; 0.5 vs 0.15 ms per MiB read). A malloc'd buffer
+the page cache runs ~2.5x slower when the destination sits a few bytes past the source modulo a
+page (measured slow at 4-24 bytes, fast at 0 and from 32; < 64 is treated as slow here: 0.8 vs
+0.3 ms per MiB written, 0.5 vs 0.15 ms per MiB read). A malloc'd buffer
 starts 16 bytes into a page, so whether a write() was slow depended on the safetensors header's
 length. Producers can ask `ShardedWriter.page_offset` where a chunk will land and allocate with
 `aligned_empty`; any other chunk at a short distance is staged through an aligned buffer first
