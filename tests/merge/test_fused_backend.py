@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from merge_helpers import load_dir, write_ckpt
-from venus_core.merge import MergeConfig, merge_checkpoints
+from venus_core.merge import MergeConfig, engine, merge_checkpoints
 from venus_core.merge.verify import MergeInputError
 
 BIG = {
@@ -146,3 +146,30 @@ def test_fused_overflow_is_an_error(tmp_path: Path) -> None:
     mps = [write_ckpt(tmp_path / f"m{i}", {"lm_head.weight": torch.full((300, 256), 3.3e38)}) for i in range(2)]
     with pytest.raises(ValueError, match="merged tensor 'lm_head.weight'.*overflow while merging"):
         merge_checkpoints(bp, mps, tmp_path / "o", MergeConfig(method="task_arithmetic", **{"lambda": 4.0}))
+
+
+def test_next_tensor_blocks_start_while_the_previous_is_written(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engine.finish_fused hands the next tensor's first blocks to the workers once all of its own
+    are submitted (most tensors are only a few blocks: otherwise every tensor boundary idles the
+    workers while the last block is hashed and written); the bytes stay those of one thread."""
+    bp, mps = _models(tmp_path, 3, seed=5)
+    seen: list[tuple[str, int, int]] = []
+    finish = engine.Engine.finish_fused
+
+    def spy(self: engine.Engine, launch: engine.FusedLaunch, writer: object,
+            following: engine.FusedLaunch | None = None) -> object:
+        stats = finish(self, launch, writer, following)  # type: ignore[arg-type]
+        if following is not None:
+            seen.append((following.job.info.key, following.submitted, len(following.spans)))
+        return stats
+
+    monkeypatch.setattr(engine.Engine, "finish_fused", spy)
+    cfg = {"density": 0.2, "max_working_bytes": 1 << 21}
+    merge_checkpoints(bp, mps, tmp_path / "two", MergeConfig(threads=2, **cfg))
+    monkeypatch.undo()
+    merge_checkpoints(bp, mps, tmp_path / "one", MergeConfig(threads=1, **cfg))
+    _same_outputs(tmp_path / "one", tmp_path / "two")
+    assert len(seen) == len(BIG) - 1  # every tensor but the first followed one launched before it
+    assert any(sub > 0 and spans > 1 for _, sub, spans in seen), seen
+    assert all(0 <= sub <= min(spans, 4) for _, sub, spans in seen), seen  # 2 x threads in flight at most

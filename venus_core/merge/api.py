@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from venus_core.config.registry import MERGE_METHODS
 from venus_core.merge import methods as _methods  # noqa: F401 - registers the built-in methods
-from venus_core.merge.engine import Backend, Engine
+from venus_core.merge.engine import PLAN_AHEAD, Backend, Engine, FusedLaunch
 from venus_core.merge.io import REPORT_NAME, CheckpointReader, ShardedWriter, copy_non_weight_files, write_manifest
 from venus_core.merge.keys import EMBED_KEY, LM_HEAD_KEY, PARTS, Part
 from venus_core.merge.methods import CombineOptions, Election, MergeMethod, ZeroSign
@@ -178,17 +178,30 @@ def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: P
         return engine.prepare(jobs[i], density[jobs[i].part], shared.get(jobs[i].part))
 
     ahead = {0: prepare(0)}
+    launched: FusedLaunch | None = None
     for i, j in enumerate(jobs):
         d = digests.get(j.canon)
-        for a in (i + 1, i + 2):  # the next tensors' threshold passes overlap this merge
+        for a in range(i + 1, i + 1 + PLAN_AHEAD):  # the next tensors' threshold passes overlap this merge
             if a not in ahead:
                 ahead[a] = prepare(a)
         cur = ahead.pop(i)
-        if not j.is_float or policy[j.part].copy_base:
+        merged = j.is_float and not policy[j.part].copy_base
+        opt = CombineOptions(lam[j.part], cfg.election, cfg.zero_sign)
+        # a fused tensor is launched before the previous one is written, so that one's last
+        # blocks and this one's first share the workers (Engine.finish_fused)
+        nxt = engine.launch_fused(j, writer, opt, density[j.part], shared.get(j.part), d, cur) \
+            if merged and engine.fuses else None
+        if launched is not None:
+            stats.append(engine.finish_fused(launched, writer, nxt))
+        launched = nxt
+        if nxt is not None:
+            continue
+        if not merged:
             stats.append(engine.copy_tensor(j, writer, check_equal=not j.is_float, digest=d))
         else:
-            opt = CombineOptions(lam[j.part], cfg.election, cfg.zero_sign)
             stats.append(engine.merge_tensor(j, writer, opt, density[j.part], shared.get(j.part), d, cur))
+    if launched is not None:
+        stats.append(engine.finish_fused(launched, writer))
     files = writer.finish()
     files.update(copy_non_weight_files(base_p, out_p))
 
