@@ -1,21 +1,12 @@
-"""Run `venus merge` exactly as a user would (the typer command from venus_core.cli.merge_cmd)."""
+"""Run `venus merge` exactly as a user would: the `venus` console script's entry point
+(`venus_core.cli:main`), with this script's arguments after `merge`."""
 
 from __future__ import annotations
 
 import sys
 
-import typer
-
-from venus_core.cli.merge_cmd import register
-
-app = typer.Typer(add_completion=False)
-register(app)
-
-
-@app.command()
-def version() -> None:
-    """Keeps `merge` a named sub-command."""
-
+from venus_core.cli import main
 
 if __name__ == "__main__":
-    app(["merge", *sys.argv[1:]])
+    sys.argv = ["venus", "merge", *sys.argv[1:]]
+    main()

@@ -8,6 +8,8 @@ are mounted here; each module keeps its heavy imports inside the command functio
 
 from __future__ import annotations
 
+import gc
+
 import typer
 
 from venus_core import __version__
@@ -53,4 +55,12 @@ def version() -> None:
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    finally:
+        # Interpreter shutdown ends with a full garbage collection over every live object; after
+        # a command that imported torch and numba, that traversal alone took ~1 s (a `venus merge`
+        # of a 1-layer model: 5.8-6.6 s -> 4.7-5.0 s). Frozen objects are skipped by it. Nothing
+        # is lost: commands close their files, atexit handlers still run, and Python does not
+        # promise __del__ at exit for objects still alive.
+        gc.freeze()
