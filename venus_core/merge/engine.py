@@ -312,17 +312,22 @@ class Engine:
             buf = bufs[name] = torch.empty(shape, dtype=dtype)
         return buf
 
-    def _fp32(self, t: torch.Tensor, slot: int) -> np.ndarray:
+    def _fp32(self, t: torch.Tensor, slot: int, widen_in_kernel: bool) -> np.ndarray:
+        """A block as the kernels take it: fp32 as is; bf16 as its raw bits (uint16), widened by
+        the kernel chunk by chunk (fused.chunk_f32) when `widen_in_kernel`; else converted."""
         if t.dtype == torch.float32:
             return t.numpy()
+        if t.dtype == torch.bfloat16 and widen_in_kernel:
+            return t.view(torch.int16).numpy().view(np.uint16)
         buf = self._buffer(f"in{slot}", (t.numel(),), torch.float32)
         buf.copy_(t)
         return buf.numpy()
 
-    def _block_arrays(self, job: TensorJob, s: int, e: int) -> tuple[torch.Tensor, list[torch.Tensor],
-                                                                    np.ndarray, tuple[np.ndarray, ...]]:
+    def _block_arrays(self, job: TensorJob, s: int, e: int, widen_in_kernel: bool = True
+                      ) -> tuple[torch.Tensor, list[torch.Tensor], np.ndarray, tuple[np.ndarray, ...]]:
         b, xs = self._views(job, s, e)
-        return b, xs, self._fp32(b, 0), tuple(self._fp32(x, i + 1) for i, x in enumerate(xs))
+        return b, xs, self._fp32(b, 0, widen_in_kernel), tuple(
+            self._fp32(x, i + 1, widen_in_kernel) for i, x in enumerate(xs))
 
     def _scan(self, job: TensorJob, lo: np.ndarray, hi: np.ndarray, live: np.ndarray,
               span: tuple[int, int]) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
@@ -407,7 +412,8 @@ class Engine:
         """One fused block; `lands`: the output file position of the tensor's first byte modulo a page
         (fp32 output is written straight from `out`, allocated to match: io.py, copy alignment)."""
         s, e = span
-        b, xs, bn, xn = self._block_arrays(job, s, e)
+        # fused_fast's kernels widen bf16 themselves; fused.merge_block (more models) takes fp32
+        b, xs, bn, xn = self._block_arrays(job, s, e, widen_in_kernel=self.m <= fused_fast.MAX_M)
         trim = fixed or self._trim_args(thresholds, shared, s, e)
         assert trim is not None  # checked for the whole tensor before the blocks start
         m = self.m
@@ -417,7 +423,7 @@ class Engine:
         floats = np.zeros(2, np.float64)
         fused_fast.kernel(m)(bn, xn, *trim, *consts, out, gram, ints, floats)
         if ints[m + 2]:
-            self._non_finite(job, torch.from_numpy(bn), xs)  # raises, naming the input
+            self._non_finite(job, b.to(torch.float32), xs)  # raises, naming the input
         identical = bool(ints[m + 4]) and all(_same_bytes(b, x) for x in xs)
         if identical:
             data = b.clone()

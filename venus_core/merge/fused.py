@@ -29,7 +29,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 
 def _numba_registries_without_scipy() -> None:
@@ -53,6 +54,30 @@ def _numba_registries_without_scipy() -> None:
 
 
 _numba_registries_without_scipy()
+
+def chunk_f32(src, c0, c1, scratch):  # pragma: no cover - replaced by the overload in jitted code
+    """src[c0:c1] as fp32: a view when src is fp32; bf16 bits (a uint16 array) widened into
+    scratch (an fp32 array of >= c1 - c0), which is returned. bf16 is the upper half of an fp32,
+    so widening is exact and costs a shift per entry, done a cache-sized chunk at a time inside
+    the kernels instead of converting whole blocks with torch beforehand (a pass of its own)."""
+    raise NotImplementedError("only callable from jitted code")
+
+
+@overload(chunk_f32, inline="always")
+def _chunk_f32(src, c0, c1, scratch):  # pragma: no cover - typing
+    if isinstance(src, types.Array) and src.dtype == types.float32:
+        return lambda src, c0, c1, scratch: src[c0:c1]
+    if isinstance(src, types.Array) and src.dtype == types.uint16:
+        def widen(src, c0, c1, scratch):
+            n = c1 - c0
+            u = scratch.view(np.uint32)
+            s = src[c0:c1]
+            for j in range(n):
+                u[j] = np.uint32(s[j]) << np.uint32(16)
+            return scratch[:n]
+        return widen
+    return None
+
 
 METHOD_CODES = {"ties": 0, "linear": 1, "task_arithmetic": 2}
 ELECTION_CODES = {"mass": 0, "weighted_mass": 1, "count": 2}
@@ -84,6 +109,8 @@ def scan_block(b, xs, lo, hi, live, above, cand_mask, cand_val, cand_at, held, o
     n = b.shape[0]
     m = len(xs)
     bit_index = _BIT_INDEX
+    sb = np.empty(SCAN_SUB, np.float32)  # widened bf16 sub-blocks (chunk_f32); unused for fp32
+    sx = np.empty(SCAN_SUB, np.float32)
     for i in range(m):
         above[i] = 0
         held[i] = 0
@@ -91,11 +118,11 @@ def scan_block(b, xs, lo, hi, live, above, cand_mask, cand_val, cand_at, held, o
         c1 = min(n, c0 + SCAN_SUB)
         size = c1 - c0
         words = size // 64
-        bs = b[c0:c1]  # sliced, so loop indices start at 0 (provably non-negative: no wrap checks)
+        bs = chunk_f32(b, c0, c1, sb)  # indices from 0 (provably non-negative: no wrap checks)
         for i in range(m):
             if not live[i]:
                 continue
-            x = xs[i][c0:c1]
+            x = chunk_f32(xs[i], c0, c1, sx)
             lo_i = lo[i]
             hi_i = hi[i]
             masks = cand_mask[i]

@@ -72,6 +72,7 @@ def source(m: int) -> str:
         raise ValueError(f"specialised kernels exist for 1..{MAX_M} models, not {m}")
     rng = range(m)
     xs = ", ".join(f"x{i}" for i in rng)
+    xcs = ", ".join(f"xc{i}" for i in rng)
     pairs = [(i, k) for i in rng for k in range(i + 1)]
     lzs = ", ".join(f"lz{i}" for i in rng)
     accs = [f"g{i}_{k}" for i, k in pairs] + ["chk"] + [f"k{i}" for i in rng] + ["touched", "conflicts"]
@@ -133,9 +134,8 @@ def source(m: int) -> str:
     ]
     emit = [f"{'':16}dd[j] = d"]  # one store per element: no aliasing checks for the vectoriser
 
-    def loop(body: list[str]) -> list[str]:
-        return [*views("            "), "            for j in range(c1 - c0):", *taus("                "), *trim, *body,
-                *emit]
+    def loop(body: list[str]) -> list[str]:  # bc, xc0, ...: the chunk, fp32 (chunk_f32), from 0
+        return ["            for j in range(c1 - c0):", *taus("                "), *trim, *body, *emit]
 
     main = [
         "@njit(cache=True, nogil=True, error_model='numpy')",  # no ZeroDivisionError branch in the loop
@@ -164,8 +164,13 @@ def source(m: int) -> str:
         "    conflicts = touched = bad_tau = bad_out = any_nz = dmax_bits = 0",
         "    dsq = 0.0",
         "    dmax_other = 0.0",
+        "    sb = np.empty(CHUNK, np.float32)",  # widened bf16 chunks (chunk_f32); unused for fp32
+        *[f"    sx{i} = np.empty(CHUNK, np.float32)" for i in rng],
         "    for c0 in range(0, n, CHUNK):",
         "        c1 = min(n, c0 + CHUNK)",
+        "        nc = c1 - c0",
+        "        bc = chunk_f32(b, c0, c1, sb)",
+        *[f"        xc{i} = chunk_f32(x{i}, c0, c1, sx{i})" for i in rng],
         "        special = False",
         f"        for i in range({m}):",
         "            if cur[i] < keep_n[i] and keep_pos[i, cur[i]] < c1:",
@@ -181,7 +186,7 @@ def source(m: int) -> str:
         "                cur[i] = c",
         "            sub_ints[:] = 0",
         "            sub_floats[:] = 0.0",
-        "            generic(b[c0:c1], (" + "".join(f"x{i}[c0:c1], " for i in rng) + "), lam, kp, kn, w, method,",
+        "            generic(bc, (" + "".join(f"xc{i}, " for i in rng) + "), lam, kp, kn, w, method,",
         "                    election, zero_positive, unit, lambda_, floor, out[c0:c1], gram, sub_ints, sub_floats)",
         *[f"            k{i} += sub_ints[{i}]" for i in rng],
         f"            conflicts += sub_ints[{m}]",
@@ -192,7 +197,7 @@ def source(m: int) -> str:
         "            dsq += sub_floats[0]",
         "            dmax_other = max(dmax_other, sub_floats[1])",
         "            continue",
-        f"        g = _stats(b, {xs}, {lzs}, c0, c1)",
+        f"        g = _stats(bc, {xcs}, {lzs}, 0, nc)",
         *[f"        gram[{i}, {k}] += np.float64(g[{n}])" for n, (i, k) in enumerate(pairs)],
         f"        chk = g[{len(pairs)}]",
         *[f"        k{i} += int(g[{len(pairs) + 1 + i}])" for i in rng],
@@ -201,12 +206,12 @@ def source(m: int) -> str:
         "        if chk != ZERO:",
         "            any_nz = 1",
         "        if not (chk <= FLT_MAX):  # a NaN/Inf task vector, or only the sum overflowed: check exactly",
-        f"            bad_tau |= _non_finite_tau(b, {xs}, c0, c1)",
+        f"            bad_tau |= _non_finite_tau(bc, {xcs}, 0, nc)",
         "        if method == 0:",
         *loop(ties_body),
         "        else:",
         *loop(sum_body),
-        "        dq, ok, mx = _tail(b, dd, out, c0, c1)  # out = b + delta, and the chunk statistics",
+        "        dq, ok, mx = _tail(bc, dd, out[c0:c1], 0, nc)  # out = b + delta, and the chunk statistics",
         "        dsq += np.float64(dq)",
         "        if ok != ZERO:",
         "            bad_out = 1",
@@ -228,7 +233,7 @@ def source(m: int) -> str:
         "import numpy as np",
         "from numba import njit",
         "",
-        "from venus_core.merge.fused import CHUNK, FLT_MAX, merge_block as generic, tail as _tail",
+        "from venus_core.merge.fused import CHUNK, FLT_MAX, chunk_f32, merge_block as generic, tail as _tail",
         "",
         "ZERO = np.float32(0.0)",
         "ONE = np.float32(1.0)",
