@@ -2,8 +2,9 @@
 
 Kernel-level: the same block goes through the generated kernel and the generic one with every
 method option (election, zero sign, weights, lambda, linear / task arithmetic), with tied
-entries kept by position (those chunks take the generic path inside the fast kernel), and with
-NaN / overflow inputs (the flags must agree). The end-to-end byte identity with the torch path
+entries kept by position (the fast kernel patches those entries in after its vectorised loop),
+and with NaN / overflow inputs (the flags must agree). bf16 inputs given as raw bits (uint16,
+widened inside the kernels) must give what their fp32 widening gives. The end-to-end byte identity with the torch path
 is tested in test_fused_backend.py.
 """
 
@@ -88,6 +89,51 @@ def test_fast_kernel_equals_generic(m: int, case: tuple) -> None:
     np.testing.assert_allclose(fast[3], ref[3], rtol=1e-5)
 
 
+def _bf16_bits(a: np.ndarray) -> np.ndarray:
+    """The bf16 nearest each value (round to nearest even), as raw bits."""
+    u = a.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _widened(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("m", [3, fused_fast.MAX_M + 2])
+def test_bf16_bits_are_widened_inside_the_kernels(m: int) -> None:
+    """Kernels given bf16 as uint16 bits compute exactly what they compute on the fp32 widening
+    (merge: the specialised kernel, tied entries kept by position included; scan: any M)."""
+    b32, xs32, lam, keep_pos, keep_n = _block(m, seed=3)
+    b16, xs16 = _bf16_bits(b32), tuple(_bf16_bits(x) for x in xs32)
+    b, xs = _widened(b16), tuple(_widened(x) for x in xs16)
+    lam = np.full(m, 5 / 256, np.float32)  # the grid's values are exact in bf16: ties stay ties
+    keep = [np.flatnonzero(np.abs(x - b) == lam[i])[::3][:40] for i, x in enumerate(xs)]
+    keep_pos = np.zeros((m, max(len(k) for k in keep)), np.int64)
+    for i, k in enumerate(keep):
+        keep_pos[i, : len(k)] = k
+    keep_n = np.array([len(k) for k in keep], np.int64)
+    assert keep_n.sum() > 0
+    w = np.linspace(0.5, 1.5, m).astype(np.float32)
+    if m <= fused_fast.MAX_M:
+        args = (keep_pos, keep_n, w, 0, 1, True, 1.0, float(w.min()))
+        got = _run(fused_fast.kernel(m), b16, xs16, lam, *args)
+        want = _run(fused_fast.kernel(m), b, xs, lam, *args)
+        assert np.array_equal(got[0].view(np.int32), want[0].view(np.int32))
+        assert got[2].tolist() == want[2].tolist()
+        assert np.array_equal(got[1], want[1]) and np.array_equal(got[3], want[3])
+    lo, hi = np.full(m, 3 / 256, np.float32), np.full(m, 6 / 256, np.float32)
+    live = np.ones(m, np.bool_)
+    res = []
+    for bb, xx in ((b16, xs16), (b, xs)):
+        above, held = np.zeros(m, np.int64), np.zeros(m, np.int64)
+        val, at = np.zeros((m, N), np.float32), np.zeros((m, N), np.int64)
+        fused.scan_block(bb, xx, lo, hi, live, above, np.zeros((m, fused.SCAN_SUB // 64), np.int64), val, at, held, 0)
+        res.append((above, held, [val[i, : held[i]] for i in range(m)], [at[i, : held[i]] for i in range(m)]))
+    (a1, h1, v1, p1), (a2, h2, v2, p2) = res
+    assert np.array_equal(a1, a2) and np.array_equal(h1, h2) and h1.sum() > 0
+    assert all(np.array_equal(x, y) for x, y in zip(v1 + p1, v2 + p2))
+
+
 @pytest.mark.parametrize("bad", ["nan", "overflow"])
 def test_fast_kernel_flags_bad_values_like_generic(bad: str) -> None:
     m = 3
@@ -119,6 +165,12 @@ def test_kernel_files_are_checked_and_regenerated(tmp_path: Path, monkeypatch: p
     path.write_text(path.read_text() + "\nimport os\n")  # tampered: never imported as is
     assert fused_fast._module_file(2).read_text() == fused_fast.source(2)
     assert "m2_" in path.name and fused_fast._module_file(1) != path
+    # the compiled kernels include fused.py's functions (numba's cache tracks one file only): a
+    # changed fused.py must give a new file, so stale machine code is never reused
+    changed = tmp_path / "fused.py"
+    changed.write_bytes(Path(fused.__file__).read_bytes() + b"\n# changed\n")
+    monkeypatch.setattr(fused, "__file__", str(changed))
+    assert fused_fast._module_file(2) != path
 
 
 def test_model_counts_beyond_the_specialised_ones_use_the_generic_kernel() -> None:

@@ -13,13 +13,16 @@ operations in the same order - the ordered sums use the same odd-even transposit
 on local variables - and no fast-math flag on the loop that computes outputs. Statistics (Gram
 matrix, sum of squared deltas, checks) need float reductions, which only vectorise when they may
 be reassociated, so they run in separate small kernels with `fastmath={"reassoc"}`, chunk by
-chunk, accumulated in fp64 as fused.merge_block does. A chunk holding tied entries the threshold
-keeps by position (rare: those are known sparse positions) is handed to fused.merge_block.
+chunk, accumulated in fp64 as fused.merge_block does. Tied entries the threshold keeps by
+position (known sparse positions; common in bf16, whose magnitudes tie often) are dropped by the
+vectorised loop and then recomputed one by one with the same per-parameter code, scalar (until
+session 7 their whole 1,024-entry chunk went to fused.merge_block: 2.2 vs 1.2 CPU-s of kernel
+in the 1 GB benchmark converted to bf16).
 
 Caching: numba caches compiled code only for functions defined in a file, so `kernel(m)` writes
-the source once to `<cache>/venus_merge_m<M>_<digest>.py` (digest of the source: a changed
-generator never reuses a stale file; an existing file is used only if its bytes are exactly the
-generated ones) and imports it; its numba cache sits next to it or in NUMBA_CACHE_DIR. The cache
+the source once to `<cache>/venus_merge_m<M>_<digest>.py` (digest of the source and of fused.py,
+whose functions the compiled code includes: a changed generator or fused.py never reuses a stale
+file; an existing file is used only if its bytes are exactly the generated ones) and imports it; its numba cache sits next to it or in NUMBA_CACHE_DIR. The cache
 directory is NUMBA_CACHE_DIR when set, else $XDG_CACHE_HOME/venus/kernels (~/.cache/...).
 """
 
@@ -137,6 +140,39 @@ def source(m: int) -> str:
     def loop(body: list[str]) -> list[str]:  # bc, xc0, ...: the chunk, fp32 (chunk_f32), from 0
         return ["            for j in range(c1 - c0):", *taus("                "), *trim, *body, *emit]
 
+    def deeper(lines: list[str]) -> list[str]:
+        return ["    " + line for line in lines]
+
+    # A chunk holding tied entries that the threshold keeps by position: the loop above dropped
+    # them (|r| == l is not > l); the same per-parameter code, scalar, recomputes just those
+    # parameters with them kept (same operations in the same order: the same bytes as the generic
+    # kernel), and the counts the statistics kernel made without them are corrected.
+    fix = [
+        "        if special:",
+        *[f"            cp{i} = 0" for i in rng],  # a cursor per model into kp[i, :kn[i]]
+        "            while True:",
+        "                j = nc",
+        *[f"                j = kp[{i}, cp{i}] if cp{i} < kn[{i}] and kp[{i}, cp{i}] < j else j" for i in rng],
+        "                if j == nc:",
+        "                    break",
+        *[f"                kk{i} = cp{i} < kn[{i}] and kp[{i}, cp{i}] == j" for i in rng],
+        *[f"                cp{i} += 1 if kk{i} else 0" for i in rng],
+        *taus("                "),
+        "                hp = " + " + ".join(f"(ONE if r{i} > lz{i} else ZERO)" for i in rng),
+        "                hn = " + " + ".join(f"(ONE if r{i} < -lz{i} else ZERO)" for i in rng),
+        *[f"                t{i} = r{i} if abs(r{i}) > l{i} or kk{i} else ZERO" for i in rng],
+        *[f"                k{i} += 1 if kk{i} else 0" for i in rng],
+        "                hp2 = " + " + ".join(f"(ONE if t{i} > ZERO else ZERO)" for i in rng),
+        "                hn2 = " + " + ".join(f"(ONE if t{i} < ZERO else ZERO)" for i in rng),
+        "                touched += (1 if hp2 + hn2 > ZERO else 0) - (1 if hp + hn > ZERO else 0)",
+        "                conflicts += (1 if min(hp2, hn2) > ZERO else 0) - (1 if min(hp, hn) > ZERO else 0)",
+        "                if method == 0:",
+        *deeper(ties_body),
+        "                else:",
+        *deeper(sum_body),
+        "                dd[j] = d",
+    ]
+
     main = [
         "@njit(cache=True, nogil=True, error_model='numpy')",  # no ZeroDivisionError branch in the loop
         "def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive, unit, lambda_, floor,",
@@ -154,16 +190,13 @@ def source(m: int) -> str:
         "    lam_eff = lambda_ if lambda_ != ONE and method != 1 else ONE",
         "    dd = np.empty(CHUNK, np.float32)",
         f"    cur = np.zeros({m}, np.int64)",
-        # a chunk's kept tied positions, handed to the generic kernel; only [:kn[i]] is read. Sized
-        # for one chunk, not the block's whole list: zeroing that per chunk was 5 % of a bf16 merge
+        # a chunk's kept tied positions (patched in by `fix`); only [:kn[i]] is read. Sized for one
+        # chunk, not the block's whole list: zeroing that per chunk was 5 % of a bf16 merge
         f"    kp = np.zeros(({m}, max(1, min(keep_pos.shape[1], CHUNK))), np.int64)",
         f"    kn = np.zeros({m}, np.int64)",
-        f"    sub_ints = np.zeros({m + 5}, np.int64)",
-        "    sub_floats = np.zeros(2, np.float64)",
         "    " + " = ".join(f"k{i}" for i in rng) + " = 0",
         "    conflicts = touched = bad_tau = bad_out = any_nz = dmax_bits = 0",
         "    dsq = 0.0",
-        "    dmax_other = 0.0",
         "    sb = np.empty(CHUNK, np.float32)",  # widened bf16 chunks (chunk_f32); unused for fp32
         *[f"    sx{i} = np.empty(CHUNK, np.float32)" for i in rng],
         "    for c0 in range(0, n, CHUNK):",
@@ -175,7 +208,7 @@ def source(m: int) -> str:
         f"        for i in range({m}):",
         "            if cur[i] < keep_n[i] and keep_pos[i, cur[i]] < c1:",
         "                special = True",
-        "        if special:  # tied entries kept by position: the generic kernel on this chunk",
+        "        if special:  # tied entries kept by position: listed here, patched in after the loop",
         "            kn[:] = 0",
         f"            for i in range({m}):",
         "                c = cur[i]",
@@ -184,19 +217,6 @@ def source(m: int) -> str:
         "                    kn[i] += 1",
         "                    c += 1",
         "                cur[i] = c",
-        "            sub_ints[:] = 0",
-        "            sub_floats[:] = 0.0",
-        "            generic(bc, (" + "".join(f"xc{i}, " for i in rng) + "), lam, kp, kn, w, method,",
-        "                    election, zero_positive, unit, lambda_, floor, out[c0:c1], gram, sub_ints, sub_floats)",
-        *[f"            k{i} += sub_ints[{i}]" for i in rng],
-        f"            conflicts += sub_ints[{m}]",
-        f"            touched += sub_ints[{m + 1}]",
-        f"            bad_tau |= sub_ints[{m + 2}]",
-        f"            bad_out |= sub_ints[{m + 3}]",
-        f"            any_nz |= 1 - sub_ints[{m + 4}]",
-        "            dsq += sub_floats[0]",
-        "            dmax_other = max(dmax_other, sub_floats[1])",
-        "            continue",
         f"        g = _stats(bc, {xcs}, {lzs}, 0, nc)",
         *[f"        gram[{i}, {k}] += np.float64(g[{n}])" for n, (i, k) in enumerate(pairs)],
         f"        chk = g[{len(pairs)}]",
@@ -211,6 +231,7 @@ def source(m: int) -> str:
         *loop(ties_body),
         "        else:",
         *loop(sum_body),
+        *fix,
         "        dq, ok, mx = _tail(bc, dd, out[c0:c1], 0, nc)  # out = b + delta, and the chunk statistics",
         "        dsq += np.float64(dq)",
         "        if ok != ZERO:",
@@ -223,7 +244,7 @@ def source(m: int) -> str:
         f"    ints[{m + 3}] = bad_out",
         f"    ints[{m + 4}] = 1 - any_nz",
         "    floats[0] += dsq",
-        "    mx = max(np.float64(np.array([dmax_bits], np.int32).view(np.float32)[0]), dmax_other)",
+        "    mx = np.float64(np.array([dmax_bits], np.int32).view(np.float32)[0])",
         "    if mx > floats[1]:",
         "        floats[1] = mx",
     ]
@@ -233,7 +254,7 @@ def source(m: int) -> str:
         "import numpy as np",
         "from numba import njit",
         "",
-        "from venus_core.merge.fused import CHUNK, FLT_MAX, chunk_f32, merge_block as generic, tail as _tail",
+        "from venus_core.merge.fused import CHUNK, FLT_MAX, chunk_f32, tail as _tail",
         "",
         "ZERO = np.float32(0.0)",
         "ONE = np.float32(1.0)",
@@ -254,7 +275,10 @@ def _cache_dir() -> Path:
 def _module_file(m: int) -> Path:
     """Write (once) and return the file holding the m-model kernel; its bytes are checked."""
     text = source(m).encode()
-    digest = hashlib.sha256(text + b"numba").hexdigest()[:16]
+    # numba's cache of the generated module tracks that file only, yet its compiled code includes
+    # the fused.py functions it calls (chunk_f32, tail): fused.py's bytes are part of the name, so
+    # a change there compiles afresh instead of reusing stale machine code
+    digest = hashlib.sha256(text + b"numba" + Path(fused.__file__).read_bytes()).hexdigest()[:16]
     for root in (_cache_dir(), Path(tempfile.gettempdir()) / f"venus-kernels-{os.getuid()}"):
         path = root / f"venus_merge_m{m}_{digest}.py"
         try:
