@@ -134,6 +134,35 @@ def test_bf16_bits_are_widened_inside_the_kernels(m: int) -> None:
     assert all(np.array_equal(x, y) for x, y in zip(v1 + p1, v2 + p2))
 
 
+def test_narrow_bf16_rounds_like_torch_and_flags_non_finite() -> None:
+    """fused.narrow_bf16 = torch's fp32 -> bf16 (nearest, ties to even) bit for bit, and flags
+    results that are not finite, including finite fp32 that round to Inf. NaN's bits are not
+    compared (torch's vectorised path gives 0xFFFF, its scalar one 0x7FC0; a NaN output is an
+    error before anything is written anyway): a NaN must stay a NaN."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    a = np.concatenate([
+        (rng.standard_normal(4096) * 10.0 ** rng.integers(-40, 38, 4096)).astype(np.float32),
+        rng.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32).view(np.float32),  # any bits
+        _widened(np.arange(0, 2**16, 257, dtype=np.uint16)) + np.float32(0),  # exact bf16 values
+        (np.arange(1, 200, dtype=np.uint32) << 15 | 0x3F800000).view(np.float32),  # halfway ties
+        np.array([0.0, -0.0, 1e-45, -1e-45, 3.3895314e38, 3.39e38, -3.4e38], np.float32),
+    ])
+    finite = a[np.isfinite(a)]
+    assert finite.size < a.size and bool(torch.isinf(torch.from_numpy(finite.copy()).to(torch.bfloat16)).any())
+    for src in (finite, a):
+        dst = np.empty(src.shape[0], np.uint16)
+        bad = fused.narrow_bf16(src, dst)
+        want = torch.from_numpy(src.copy()).to(torch.bfloat16)
+        nan = np.isnan(src)
+        assert np.array_equal(dst[~nan], want.view(torch.int16).numpy().view(np.uint16)[~nan])
+        assert np.isnan(_widened(dst[nan])).all()
+        assert bad == int(not bool(torch.isfinite(want).all()))
+    ok = np.array([1.0, -2.5, 3.3e38], np.float32)
+    assert fused.narrow_bf16(ok, np.empty(3, np.uint16)) == 0
+
+
 @pytest.mark.parametrize("bad", ["nan", "overflow"])
 def test_fast_kernel_flags_bad_values_like_generic(bad: str) -> None:
     m = 3

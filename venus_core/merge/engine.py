@@ -410,14 +410,18 @@ class Engine:
                      shared: bool, fixed: tuple[np.ndarray, np.ndarray, np.ndarray] | None, lands: int,
                      span: tuple[int, int]) -> tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]:
         """One fused block; `lands`: the output file position of the tensor's first byte modulo a page
-        (fp32 output is written straight from `out`, allocated to match: io.py, copy alignment)."""
+        (the buffer written - fp32 `out`, or bf16 `o16` - is allocated to match: io.py, copy alignment)."""
         s, e = span
         # fused_fast's kernels widen bf16 themselves; fused.merge_block (more models) takes fp32
         b, xs, bn, xn = self._block_arrays(job, s, e, widen_in_kernel=self.m <= fused_fast.MAX_M)
         trim = fixed or self._trim_args(thresholds, shared, s, e)
         assert trim is not None  # checked for the whole tensor before the blocks start
         m = self.m
-        out = aligned_empty(4 * (e - s), lands + 4 * s).view(np.float32)
+        narrow = b.dtype == torch.bfloat16
+        # fp32 output is written straight from `out`; bf16 is rounded from it into `o16`, which
+        # is then the buffer written (either allocated to match its file position)
+        out = (self._buffer("out32", (e - s,), torch.float32).numpy() if narrow
+               else aligned_empty(4 * (e - s), lands + 4 * s).view(np.float32))
         gram = np.zeros((m, m), np.float64)
         ints = np.zeros(m + 5, np.int64)
         floats = np.zeros(2, np.float64)
@@ -427,6 +431,14 @@ class Engine:
         identical = bool(ints[m + 4]) and all(_same_bytes(b, x) for x in xs)
         if identical:
             data = b.clone()
+        elif narrow:
+            o16 = aligned_empty(2 * (e - s), lands + 2 * s).view(np.uint16)
+            bad = fused.narrow_bf16(out, o16)
+            data = torch.from_numpy(o16.view(np.int16)).view(torch.bfloat16)
+            if ints[m + 3] or bad:
+                err = non_finite_error(f"merged tensor {job.info.key!r}", data)
+                if err:
+                    raise ValueError(err + " (overflow while merging)")
         else:
             data = torch.from_numpy(out)
             if b.dtype != torch.float32:

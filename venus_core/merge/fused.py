@@ -393,6 +393,24 @@ def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive
         floats[1] = mx
 
 
+@njit(cache=True, nogil=True)
+def narrow_bf16(src, dst):  # pragma: no cover - jitted
+    """dst = src (fp32) rounded to bf16 as torch rounds (to nearest, ties to even; NaN -> 0x7FC0),
+    as raw bits (uint16); returns 1 when a result is not finite (NaN, or Inf: an fp32 beyond
+    bf16's largest finite value rounds to Inf), else 0. One pass, vectorised, instead of torch's
+    conversion plus a separate finiteness scan of every bf16 output block."""
+    u = src.view(np.uint32)
+    bad = 0
+    for j in range(src.shape[0]):
+        v = u[j]
+        r = (v + np.uint32(0x7FFF) + ((v >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+        nan = (v & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+        r = np.uint32(0x7FC0) if nan else r
+        dst[j] = np.uint16(r)
+        bad |= (r & np.uint32(0x7F80)) == np.uint32(0x7F80)
+    return bad
+
+
 @njit(cache=True, nogil=True, fastmath={"reassoc"})
 def tail(b, dd, out, c0, c1):  # pragma: no cover - jitted
     """out[c0:c1] = b[c0:c1] + dd (one fp32 add each: nothing to reassociate) and the chunk's
