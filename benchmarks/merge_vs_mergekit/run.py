@@ -69,11 +69,11 @@ def shapes(layers: int) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def generate(work: Path, layers: int) -> list[Path]:
+def generate(work: Path, layers: int, dtype: str = "float32") -> list[Path]:
     dirs = [work / n for n in ("base", "ft0", "ft1", "ft2")]
     if all((d / "model.safetensors").exists() for d in dirs):
         return dirs
-    cfg = qwen2_config(layers)
+    cfg = qwen2_config(layers) | {"torch_dtype": dtype}
     for i, d in enumerate(dirs):
         d.mkdir(parents=True, exist_ok=True)
         tensors = {}
@@ -81,7 +81,7 @@ def generate(work: Path, layers: int) -> list[Path]:
             t = torch.randn(s, generator=torch.Generator().manual_seed(j)) * 0.02
             if i:  # a fine-tune: dense small update, different per specialist
                 t += torch.randn(s, generator=torch.Generator().manual_seed(1000 * i + j)) * 0.002
-            tensors[k] = t
+            tensors[k] = t.to(getattr(torch, dtype))  # bf16: rounded once, like a bf16 checkpoint
         save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
         (d / "config.json").write_text(json.dumps(cfg, indent=1))
         del tensors
@@ -149,10 +149,11 @@ def timed(cmd: list[str], env: dict[str, str], out: dict[str, str] | None = None
     return secs, rss, cpu
 
 
-def warm_up(root: Path, ours_cmd: list[str], env: dict[str, str]) -> float:
-    """Run ours once on a one-layer model (compiles/caches the kernels); returns its wall seconds."""
-    small = root / "L1"
-    base, *fts = generate(small, 1)
+def warm_up(root: Path, ours_cmd: list[str], env: dict[str, str], dtype: str = "float32") -> float:
+    """Run ours once on a one-layer model of the same dtype (compiles/caches the kernels, which
+    are specialised per input dtype); returns its wall seconds."""
+    small = root / ("L1" + ("" if dtype == "float32" else f"-{dtype}"))
+    base, *fts = generate(small, 1, dtype)
     out = small / "out_warmup"
     shutil.rmtree(out, ignore_errors=True)
     cmd = [ours_cmd[0], ours_cmd[1], "--method", "ties", "--base", str(base), "--models", *map(str, fts),
@@ -192,16 +193,18 @@ def main() -> None:
     ap.add_argument("--density", type=float, default=0.2)
     ap.add_argument("--max-working-bytes", type=int, default=256 << 20)
     ap.add_argument("--skip-mergekit", action="store_true", help="time ours only (mergekit takes minutes)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="checkpoint dtype (real Qwen3-VL checkpoints are bf16; fp32 by default, as before)")
     args = ap.parse_args()
     mergekit = ensure_venv(args.venv)
-    work = args.work / f"L{args.layers}"
-    base, *fts = generate(work, args.layers)
+    work = args.work / (f"L{args.layers}" + ("" if args.dtype == "float32" else f"-{args.dtype}"))
+    base, *fts = generate(work, args.layers, args.dtype)
     size = sum(f.stat().st_size for f in base.glob("*.safetensors"))
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     for d in ("out_mergekit", "out_venus"):
         shutil.rmtree(work / d, ignore_errors=True)
 
-    cfg = {"merge_method": "ties", "base_model": str(base), "dtype": "float32",
+    cfg = {"merge_method": "ties", "base_model": str(base), "dtype": args.dtype,
            "parameters": {"normalize": True, "int8_mask": False},
            "models": [{"model": str(f), "parameters": {"weight": 1.0, "density": args.density}} for f in fts]}
     (work / "mergekit.yml").write_text(json.dumps(cfg, indent=1))
@@ -218,7 +221,7 @@ def main() -> None:
     naive_floor = sorted(b for _, b in measured)[1]
     # JIT: the first `venus merge` on a machine compiles the fused kernels (cached on disk after);
     # a one-layer warm-up merge measures that once, so the timed run below loads them from cache.
-    cold = warm_up(work.parent, ours_cmd, env)
+    cold = warm_up(work.parent, ours_cmd, env, args.dtype)
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     mk_wall = mk_rss = mk_cpu = float("nan")
     if not args.skip_mergekit:
@@ -246,7 +249,7 @@ def main() -> None:
         wall = timed(ours_cmd, env, got)[0]
         uncached.append((cold_floor, float(json.loads(got["stdout"])["seconds"]), wall))
 
-    print(f"checkpoint: Qwen2 {args.layers} layers, fp32, {size / 2**30:.2f} GiB each; base + 3 fine-tunes; "
+    print(f"checkpoint: Qwen2 {args.layers} layers, {args.dtype}, {size / 2**30:.2f} GiB each; base + 3 fine-tunes; "
           f"TIES density {args.density}, weights 1, normalize, lambda 1; {os.cpu_count()} CPUs, "
           f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}")
     print(f"load average (1/5/15 min) before mergekit {' '.join(load0)}, before ours {' '.join(load1)}, "
