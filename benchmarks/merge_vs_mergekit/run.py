@@ -277,9 +277,11 @@ def main() -> None:
           f"{', '.join(f'{m / f:.2f}' for f, m, _ in uncached)}), the whole command {cw[1] / cf[1]:.2f}x (target <= 1.5)")
     if not args.skip_mergekit:
         worst, nonequal, large = max_abs_diff(work / "out_mergekit", work / "out_venus")
-        print(f"max |venus - mergekit| = {worst:.3g}  ({nonequal} elements differ, {large} by more than 1e-6: "
-              "threshold ties broken differently by mergekit's unstable argsort; the rest is fp32 summation "
-              "order)")
+        why = ("threshold ties broken differently by mergekit's unstable argsort; the rest is fp32 summation order"
+               if args.dtype == "float32" else
+               "mergekit computes task vectors, trims and sums in bf16, rounding at every step; ours in fp32, "
+               "rounded once - its known bf16-arithmetic problem; the fp32 run shows the differences that remain")
+        print(f"max |venus - mergekit| = {worst:.3g}  ({nonequal} elements differ, {large} by more than 1e-6: {why})")
     print("commands:\n  " + " ".join(mk_cmd) + "\n  " + " ".join(ours_cmd))
 
 
