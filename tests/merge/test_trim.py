@@ -58,3 +58,36 @@ def test_k_for_edges() -> None:
     assert k_for(0.2, 10) == 2
     assert k_for(0.01, 10) == 1  # at least one, as mergekit
     assert k_for(0.5, 0) == 0
+
+
+def test_select_in_band_matches_a_sort() -> None:
+    """select_in_band (radix select in numba, first tied positions only) against a plain sort:
+    the k-th magnitude, the count above it, the ties and which of them are kept, with few
+    distinct values (bf16-like, many ties) and with continuous ones, candidates in several lists."""
+    import numpy as np
+
+    from venus_core.merge.trim import select_in_band
+
+    rng = np.random.default_rng(3)
+    for values in (np.round(rng.random(20_000) * 64) / 64 + 0.25,  # 65 distinct magnitudes
+                   rng.random(20_000) * 1e-3,  # continuous
+                   np.concatenate([rng.random(9_000), np.full(1_000, np.inf), np.zeros(100)])):
+        vals = values.astype(np.float32)
+        pos = np.sort(rng.choice(10**7, vals.size, replace=False))
+        splits = [0, 3, 5000, 5001, 12_345, vals.size]
+        cands = [torch.from_numpy(vals[a:b].copy()) for a, b in zip(splits, splits[1:])]
+        where = [torch.from_numpy(pos[a:b].copy()) for a, b in zip(splits, splits[1:])]
+        order = np.sort(vals)[::-1]
+        for above, k in ((0, 1), (10, 4000), (7, 8000), (0, vals.size)):
+            t = select_in_band(k, above, cands, where, "index")
+            want = order[k - above - 1]
+            assert t is not None and t.bits == int(np.array([want], np.float32).view(np.int32)[0])
+            n_gt = int((vals > want).sum())
+            tied = pos[vals == want]
+            assert t.n_tied == tied.size and t.tie_quota == k - above - n_gt
+            if t.keeps_all_ties:
+                assert t.keep_at is None
+            else:
+                assert t.keep_at is not None and np.array_equal(t.keep_at.numpy(), tied[: t.tie_quota])
+        assert select_in_band(10, 11, cands, where, "index") is None  # the k-th is above the band
+        assert select_in_band(vals.size + 1, 0, cands, where, "index") is None  # below it

@@ -394,6 +394,54 @@ def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive
 
 
 @njit(cache=True, nogil=True)
+def rank_select(vals, r):  # pragma: no cover - jitted
+    """(bits, n_gt, n_eq) of the r-th smallest (1-based) of `vals`, non-negative fp32 magnitudes
+    compared as int32 bits (their order; NaN last, as in np.partition): a 16-bit radix
+    histogram of the high halves, then one of the low halves within the chosen bucket; the
+    counts above and equal come from the two histograms. Two passes instead of np.partition
+    plus two comparison passes (bf16's many equal magnitudes made introselect slow)."""
+    bits = vals.view(np.int32)
+    n = bits.shape[0]
+    high = np.zeros(1 << 16, np.int64)
+    for j in range(n):
+        high[bits[j] >> 16] += 1
+    below = 0
+    hi = 0
+    while below + high[hi] < r:
+        below += high[hi]
+        hi += 1
+    n_gt = n - below - high[hi]
+    low = np.zeros(1 << 16, np.int64)
+    for j in range(n):
+        v = bits[j]
+        if v >> 16 == hi:
+            low[v & 0xFFFF] += 1
+    r2 = r - below
+    below = 0
+    lo = 0
+    while below + low[lo] < r2:
+        below += low[lo]
+        lo += 1
+    n_gt += high[hi] - below - low[lo]
+    return (hi << 16) | lo, n_gt, low[lo]
+
+
+@njit(cache=True, nogil=True)
+def first_equal(vals, at, value_bits, out, start):  # pragma: no cover - jitted
+    """Append to out[start:] the positions at[j] of entries whose bits equal value_bits, in
+    order, until out is full; returns the new fill."""
+    bits = vals.view(np.int32)
+    h = start
+    for j in range(bits.shape[0]):
+        if bits[j] == value_bits:
+            if h == out.shape[0]:
+                break
+            out[h] = at[j]
+            h += 1
+    return h
+
+
+@njit(cache=True, nogil=True)
 def narrow_bf16(src, dst):  # pragma: no cover - jitted
     """dst = src (fp32) rounded to bf16 as torch rounds (to nearest, ties to even; NaN -> 0x7FC0),
     as raw bits (uint16); returns 1 when a result is not finite (NaN, or Inf: an fp32 beyond

@@ -32,6 +32,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from venus_core.merge import fused
+
 TiePolicy = Literal["index", "keep"]
 _HI = 1 << 15  # sign bit is 0 for magnitudes, so the high half is < 2**15
 _LO = 1 << 16
@@ -241,11 +243,19 @@ def select_in_band(k: int, above: int, cands: list[torch.Tensor], where: list[to
     held = sum(c.numel() for c in cands)
     if not 1 <= need <= held:
         return None
-    cand = torch.cat(cands)
-    value = torch.tensor(kth_smallest(cand, cand.numel() - need + 1))
-    tied_at = torch.cat(where)[cand == value]
-    n_gt = int((cand > value).sum())
-    return _threshold(_as_bits(value), above + n_gt, k, ties, tied_at.numel(), tied_at)
+    cand = np.ascontiguousarray(torch.cat(cands).numpy(), np.float32)
+    bits, n_gt, n_eq = fused.rank_select(cand, cand.size - need + 1)
+    t = Threshold(int(bits), k - (above + int(n_gt)) if ties == "index" else -1, int(n_eq))
+    if not t.keeps_all_ties:  # the first tie_quota tied entries in flat order (candidates are)
+        keep = np.empty(t.tie_quota, np.int64)
+        got = 0
+        for c, w in zip(cands, where):
+            got = fused.first_equal(np.ascontiguousarray(c.numpy(), np.float32),
+                                    np.ascontiguousarray(w.numpy(), np.int64), bits, keep, got)
+            if got == keep.size:
+                break
+        t.keep_at = torch.from_numpy(keep)
+    return t
 
 
 def apply_thresholds(taus: torch.Tensor, thresholds: list[Threshold], offset: int | None = None) -> None:
