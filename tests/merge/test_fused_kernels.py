@@ -106,6 +106,9 @@ def test_bf16_bits_are_widened_inside_the_kernels(m: int) -> None:
     b32, xs32, lam, keep_pos, keep_n = _block(m, seed=3)
     b16, xs16 = _bf16_bits(b32), tuple(_bf16_bits(x) for x in xs32)
     b, xs = _widened(b16), tuple(_widened(x) for x in xs16)
+    scratch = np.empty(fused.CHUNK, np.float32)  # chunk_f32's Python body, as the overload
+    assert np.array_equal(fused.chunk_f32(b16, 5, 900, scratch), b[5:900])
+    assert np.shares_memory(fused.chunk_f32(b, 5, 900, scratch), b)
     lam = np.full(m, 5 / 256, np.float32)  # the grid's values are exact in bf16: ties stay ties
     keep = [np.flatnonzero(np.abs(x - b) == lam[i])[::3][:40] for i, x in enumerate(xs)]
     keep_pos = np.zeros((m, max(len(k) for k in keep)), np.int64)

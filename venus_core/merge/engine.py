@@ -312,7 +312,7 @@ class Engine:
             buf = bufs[name] = torch.empty(shape, dtype=dtype)
         return buf
 
-    def _fp32(self, t: torch.Tensor, slot: int, widen_in_kernel: bool) -> np.ndarray:
+    def _kernel_array(self, t: torch.Tensor, slot: int, widen_in_kernel: bool) -> np.ndarray:
         """A block as the kernels take it: fp32 as is; bf16 as its raw bits (uint16), widened by
         the kernel chunk by chunk (fused.chunk_f32) when `widen_in_kernel`; else converted."""
         if t.dtype == torch.float32:
@@ -326,8 +326,8 @@ class Engine:
     def _block_arrays(self, job: TensorJob, s: int, e: int, widen_in_kernel: bool = True
                       ) -> tuple[torch.Tensor, list[torch.Tensor], np.ndarray, tuple[np.ndarray, ...]]:
         b, xs = self._views(job, s, e)
-        return b, xs, self._fp32(b, 0, widen_in_kernel), tuple(
-            self._fp32(x, i + 1, widen_in_kernel) for i, x in enumerate(xs))
+        return b, xs, self._kernel_array(b, 0, widen_in_kernel), tuple(
+            self._kernel_array(x, i + 1, widen_in_kernel) for i, x in enumerate(xs))
 
     def _scan(self, job: TensorJob, lo: np.ndarray, hi: np.ndarray, live: np.ndarray,
               span: tuple[int, int]) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:

@@ -55,12 +55,18 @@ def _numba_registries_without_scipy() -> None:
 
 _numba_registries_without_scipy()
 
-def chunk_f32(src, c0, c1, scratch):  # pragma: no cover - replaced by the overload in jitted code
+
+def chunk_f32(src: np.ndarray, c0: int, c1: int, scratch: np.ndarray) -> np.ndarray:
     """src[c0:c1] as fp32: a view when src is fp32; bf16 bits (a uint16 array) widened into
     scratch (an fp32 array of >= c1 - c0), which is returned. bf16 is the upper half of an fp32,
     so widening is exact and costs a shift per entry, done a cache-sized chunk at a time inside
-    the kernels instead of converting whole blocks with torch beforehand (a pass of its own)."""
-    raise NotImplementedError("only callable from jitted code")
+    the kernels instead of converting whole blocks with torch beforehand (a pass of its own).
+    This numpy body serves Python callers; jitted kernels compile the overload below."""
+    if src.dtype == np.float32:
+        return src[c0:c1]
+    n = c1 - c0
+    scratch.view(np.uint32)[:n] = src[c0:c1].astype(np.uint32) << 16
+    return scratch[:n]
 
 
 @overload(chunk_f32, inline="always")
@@ -443,9 +449,9 @@ def first_equal(vals, at, value_bits, out, start):  # pragma: no cover - jitted
 
 @njit(cache=True, nogil=True)
 def narrow_bf16(src, dst):  # pragma: no cover - jitted
-    """dst = src (fp32) rounded to bf16 as torch rounds (to nearest, ties to even; NaN -> 0x7FC0),
-    as raw bits (uint16); returns 1 when a result is not finite (NaN, or Inf: an fp32 beyond
-    bf16's largest finite value rounds to Inf), else 0. One pass, vectorised, instead of torch's
+    """dst = src (fp32) rounded to bf16 as raw bits (uint16): finite values as torch rounds them
+    (to nearest, ties to even), NaN -> 0x7FC0; returns 1 when a result is not finite (NaN, or
+    Inf: an fp32 beyond bf16's largest finite value rounds to Inf), else 0. One pass, vectorised, instead of torch's
     conversion plus a separate finiteness scan of every bf16 output block."""
     u = src.view(np.uint32)
     bad = 0

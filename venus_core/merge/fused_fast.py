@@ -22,8 +22,9 @@ in the 1 GB benchmark converted to bf16).
 Caching: numba caches compiled code only for functions defined in a file, so `kernel(m)` writes
 the source once to `<cache>/venus_merge_m<M>_<digest>.py` (digest of the source and of fused.py,
 whose functions the compiled code includes: a changed generator or fused.py never reuses a stale
-file; an existing file is used only if its bytes are exactly the generated ones) and imports it; its numba cache sits next to it or in NUMBA_CACHE_DIR. The cache
-directory is NUMBA_CACHE_DIR when set, else $XDG_CACHE_HOME/venus/kernels (~/.cache/...).
+file; an existing file is used only if its bytes are exactly the generated ones) and imports it;
+its numba cache sits next to it or in NUMBA_CACHE_DIR. The cache directory is NUMBA_CACHE_DIR
+when set, else $XDG_CACHE_HOME/venus/kernels (~/.cache/...).
 """
 
 from __future__ import annotations
