@@ -282,18 +282,23 @@ class Engine:
                              f"of {job.info.key!r} ({per_elem} bytes of working memory per block in flight)")
         return int(min(n, FUSED_BLOCK))
 
+    def _workers(self) -> ThreadPoolExecutor:
+        """The worker pool of the fused kernels, started on first use."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="venus-merge")
+            return self._pool
+
     def _ordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         """fn over items on the worker threads; results in item order, at most 2 x threads in flight."""
         if self.threads <= 1:
             yield from map(fn, items)
             return
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="venus-merge")
+        pool = self._workers()
         pending: deque[Future[R]] = deque()
         try:
             for it in items:
-                pending.append(self._pool.submit(fn, it))
+                pending.append(pool.submit(fn, it))
                 if len(pending) >= 2 * self.threads:
                     yield pending.popleft().result()
             while pending:
@@ -537,13 +542,11 @@ class Engine:
 
     def _top_up(self, launch: "FusedLaunch", following: "FusedLaunch | None") -> None:
         """Submit blocks, this tensor's first, until 2 x threads are in flight."""
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="venus-merge")
+        pool = self._workers()
         in_flight = len(launch.pending) + (len(following.pending) if following is not None else 0)
         for t in (launch, following):
             while t is not None and in_flight < 2 * self.threads and t.submitted < len(t.spans):
-                t.pending.append(self._pool.submit(t.fn, t.spans[t.submitted]))
+                t.pending.append(pool.submit(t.fn, t.spans[t.submitted]))
                 t.submitted += 1
                 in_flight += 1
 
