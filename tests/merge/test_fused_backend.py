@@ -8,13 +8,16 @@ threshold (the tied entries kept by position); fp32 inputs with a coarse grid do
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
 from pathlib import Path
 
 import pytest
 import torch
 
 from merge_helpers import load_dir, write_ckpt
-from venus_core.merge import MergeConfig, engine, merge_checkpoints
+from venus_core.merge import MergeConfig, engine, io, merge_checkpoints
 from venus_core.merge.verify import MergeInputError
 
 BIG = {
@@ -173,3 +176,54 @@ def test_next_tensor_blocks_start_while_the_previous_is_written(tmp_path: Path,
     assert len(seen) == len(BIG) - 1  # every tensor but the first followed one launched before it
     assert any(sub > 0 and spans > 1 for _, sub, spans in seen), seen
     assert all(0 <= sub <= min(spans, 4) for _, sub, spans in seen), seen  # 2 x threads in flight at most
+
+
+def test_workers_write_their_blocks_and_the_hash_runs_aside(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """With worker threads, each fused block is written to its place by the worker that computed it
+    (ShardedWriter.put) and hashed in order on the hashing thread; the calling thread writes none.
+    Bytes and manifest equal those of one thread, across several output shards."""
+    bp, mps = _models(tmp_path, 3, seed=6)
+    writers: list[str] = []
+    puts: list[str] = []
+    put, write = io.ShardedWriter.put, io.ShardedWriter.write
+
+    def spy_put(self: io.ShardedWriter, key: str, byte: int, data: object) -> None:
+        puts.append(threading.current_thread().name)
+        put(self, key, byte, data)  # type: ignore[arg-type]
+
+    def spy_write(self: io.ShardedWriter, chunk: torch.Tensor) -> None:
+        writers.append(threading.current_thread().name)
+        write(self, chunk)
+
+    monkeypatch.setattr(io.ShardedWriter, "put", spy_put)
+    monkeypatch.setattr(io.ShardedWriter, "write", spy_write)
+    cfg = {"density": 0.2, "max_working_bytes": 1 << 21, "shard_bytes": 200_000}
+    merge_checkpoints(bp, mps, tmp_path / "two", MergeConfig(threads=2, **cfg))
+    assert puts and all(name.startswith("venus-merge_") for name in puts), set(puts)
+    assert not writers
+    monkeypatch.undo()
+    merge_checkpoints(bp, mps, tmp_path / "one", MergeConfig(threads=1, **cfg))
+    _same_outputs(tmp_path / "one", tmp_path / "two")
+    sums = (tmp_path / "two" / "SHA256SUMS").read_text()
+    def weights(text: str) -> list[str]:  # the report differs: it records the thread count
+        return [x for x in text.splitlines() if x.endswith(".safetensors")]
+    assert weights(sums) == weights((tmp_path / "one" / "SHA256SUMS").read_text())
+    shards = sorted((tmp_path / "two").glob("*.safetensors"))
+    assert len(shards) > 2
+    for f in shards:
+        assert f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}" in sums.splitlines()
+    assert not [t for t in threading.enumerate() if t.name == "venus-merge-sha256"]
+
+
+def test_a_failed_merge_leaves_no_hashing_thread_or_open_output(tmp_path: Path) -> None:
+    bp, mps = _models(tmp_path, 2, seed=8)
+    bad = load_dir(mps[0])
+    bad["lm_head.weight"][3, 3] = float("inf")  # the last tensor: earlier blocks are written and queued
+    write_ckpt(mps[0], bad)
+    out = tmp_path / "o"
+    with pytest.raises(MergeInputError, match=r"m0: tensor 'lm_head.weight': 1 NaN/Inf"):
+        merge_checkpoints(bp, mps, out, MergeConfig(density=0.2, threads=2, max_working_bytes=1 << 21))
+    assert not [t for t in threading.enumerate() if t.name == "venus-merge-sha256"]
+    fds = Path("/proc/self/fd")
+    assert not [p for p in fds.iterdir() if str(out) in os.path.realpath(p)]

@@ -169,7 +169,37 @@ def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: P
 
     tied = _tied(base_p)
     digests = {k: hashlib.sha256() for k in (EMBED_KEY, LM_HEAD_KEY)} if tied else {}
-    writer = ShardedWriter(out_p, [j.info for j in jobs], cfg.shard_bytes)
+    # with worker threads, the output's sha256 runs on a thread of its own and the workers write
+    # their blocks: the calling thread then only orders blocks (io.ShardedWriter)
+    writer = ShardedWriter(out_p, [j.info for j in jobs], cfg.shard_bytes,
+                           hash_thread=engine.fuses and engine.threads > 1)
+    try:
+        stats = _write_tensors(engine, cfg, jobs, writer, policy, density, lam, shared, digests)
+        files = writer.finish()
+    except BaseException:
+        engine.close()  # the workers first: none may still write into a file that abort closes
+        writer.abort()
+        raise
+    files.update(copy_non_weight_files(base_p, out_p))
+    diffs = structural_diff(CheckpointReader(out_p), base_r)
+    if diffs:
+        raise RuntimeError(f"{out_p}: output differs structurally from the base: {diffs[:5]}")
+    if tied and len(digests) == 2 and all(k in {j.canon for j in jobs} for k in digests):
+        if digests[EMBED_KEY].hexdigest() != digests[LM_HEAD_KEY].hexdigest():
+            raise RuntimeError(f"{out_p}: tie_word_embeddings is set but merged lm_head != embed_tokens")
+
+    report = _report(cfg, base_p, model_ps, stats, policy, density, tokenizer, tied)
+    raw = (json.dumps(report, indent=1, sort_keys=True) + "\n").encode()
+    (out_p / REPORT_NAME).write_bytes(raw)
+    files[REPORT_NAME] = hashlib.sha256(raw).hexdigest()
+    write_manifest(out_p, files)
+    return report
+
+
+def _write_tensors(engine: Engine, cfg: MergeConfig, jobs: list[TensorJob], writer: ShardedWriter,
+                   policy: dict[Part, PartPolicy], density: dict[Part, float], lam: dict[Part, float],
+                   shared: dict[Part, list[Threshold]], digests: dict[str, "hashlib._Hash"]) -> list[TensorStats]:
+    """Merge or copy every tensor, in plan order, into `writer`; the per-tensor statistics."""
     stats: list[TensorStats] = []
 
     def prepare(i: int) -> "Future[list[Threshold]] | None":
@@ -202,22 +232,7 @@ def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: P
             stats.append(engine.merge_tensor(j, writer, opt, density[j.part], shared.get(j.part), d, cur))
     if launched is not None:
         stats.append(engine.finish_fused(launched, writer))
-    files = writer.finish()
-    files.update(copy_non_weight_files(base_p, out_p))
-
-    diffs = structural_diff(CheckpointReader(out_p), base_r)
-    if diffs:
-        raise RuntimeError(f"{out_p}: output differs structurally from the base: {diffs[:5]}")
-    if tied and len(digests) == 2 and all(k in {j.canon for j in jobs} for k in digests):
-        if digests[EMBED_KEY].hexdigest() != digests[LM_HEAD_KEY].hexdigest():
-            raise RuntimeError(f"{out_p}: tie_word_embeddings is set but merged lm_head != embed_tokens")
-
-    report = _report(cfg, base_p, model_ps, stats, policy, density, tokenizer, tied)
-    raw = (json.dumps(report, indent=1, sort_keys=True) + "\n").encode()
-    (out_p / REPORT_NAME).write_bytes(raw)
-    files[REPORT_NAME] = hashlib.sha256(raw).hexdigest()
-    write_manifest(out_p, files)
-    return report
+    return stats
 
 
 def _report(cfg: MergeConfig, base: Path, models: list[Path], stats: list[TensorStats],

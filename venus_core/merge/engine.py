@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from venus_core.merge import fused, fused_fast
-from venus_core.merge.io import DTYPES, CheckpointReader, ShardedWriter, aligned_empty
+from venus_core.merge.io import DTYPES, HASH_QUEUE, CheckpointReader, ShardedWriter, aligned_empty
 from venus_core.merge.methods import CombineOptions, MergeMethod
 from venus_core.merge.trim import (KEEP_ALL, KEEP_NONE, Threshold, TiePolicy, _as_float, apply_thresholds,
                                    band_bounds, exact_thresholds, find_thresholds, k_for, select_in_band,
@@ -274,9 +274,11 @@ class Engine:
     # ---- fused backend (fused.py kernels on worker threads) ----
 
     def fused_block_elems(self, job: TensorJob) -> int:
-        """Elements per fused block: budget over (fp32 copies, scan buffers, output) x blocks in flight."""
-        per_elem = 4 * (self.m + 1) + 12 * self.m + 4 + DTYPES[job.info.dtype].itemsize
-        n = self.max_working_bytes // (per_elem * (2 * self.threads + 1))
+        """Elements per fused block: budget over (fp32 copies, scan buffers, output) x blocks in flight,
+        plus the output blocks waiting for the hashing thread (io.HASH_QUEUE, and the one it hashes)."""
+        itemsize = DTYPES[job.info.dtype].itemsize
+        per_elem = 4 * (self.m + 1) + 12 * self.m + 4 + itemsize
+        n = self.max_working_bytes // (per_elem * (2 * self.threads + 1) + itemsize * (HASH_QUEUE + 1))
         if n < 1:
             raise ValueError(f"max_working_bytes={self.max_working_bytes} is too small for one element "
                              f"of {job.info.key!r} ({per_elem} bytes of working memory per block in flight)")
@@ -413,9 +415,13 @@ class Engine:
 
     def _merge_block(self, job: TensorJob, consts: tuple[object, ...], thresholds: list[Threshold] | None,
                      shared: bool, fixed: tuple[np.ndarray, np.ndarray, np.ndarray] | None, lands: int,
-                     span: tuple[int, int]) -> tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]:
+                     writer: ShardedWriter | None, span: tuple[int, int]
+                     ) -> tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]:
         """One fused block; `lands`: the output file position of the tensor's first byte modulo a page
-        (the buffer written - fp32 `out`, or bf16 `o16` - is allocated to match: io.py, copy alignment)."""
+        (the buffer written - fp32 `out`, or bf16 `o16` - is allocated to match: io.py, copy alignment).
+        With a `writer`, the block is written to its place in the output file here, on the worker
+        (ShardedWriter.put: the data is still in this core's cache), and finish_fused only accounts
+        for it in order."""
         s, e = span
         # fused_fast's kernels widen bf16 themselves; fused.merge_block (more models) takes fp32
         b, xs, bn, xn = self._block_arrays(job, s, e, widen_in_kernel=self.m <= fused_fast.MAX_M)
@@ -454,6 +460,8 @@ class Engine:
                     raise ValueError(err + " (overflow while merging)")
         del b, xs, bn, xn
         self._release(job, s, e)
+        if writer is not None:
+            writer.put(job.info.key, s * data.element_size(), _raw(data).numpy())
         return data, identical, gram, ints, floats
 
     def _merge_tensor_fused(self, job: TensorJob, writer: ShardedWriter, opt: CombineOptions, density: float,
@@ -493,8 +501,10 @@ class Engine:
         fixed = None if whole[2].any() else whole
         lands = writer.page_offset(info.key)
         is_shared = shared is not None
-        return FusedLaunch(job, stats, digest, self.blocks(job, fused_blocks=True),
-                           lambda sp: self._merge_block(job, consts, thresholds, is_shared, fixed, lands, sp))
+        # workers write their blocks themselves when the writer hashes on its own thread (threads > 1)
+        puts = writer if writer.hashes_aside else None
+        return FusedLaunch(job, stats, digest, self.blocks(job, fused_blocks=True), puts is not None,
+                           lambda sp: self._merge_block(job, consts, thresholds, is_shared, fixed, lands, puts, sp))
 
     def finish_fused(self, launch: "FusedLaunch", writer: ShardedWriter,
                      following: "FusedLaunch | None" = None) -> TensorStats:
@@ -529,9 +539,12 @@ class Engine:
                     stats.touched += int(ints[m + 1])
                     stats.delta_sq += float(floats[0])
                     stats.delta_max = max(stats.delta_max, float(floats[1]))
-                writer.write(data)
-                if launch.digest is not None:
+                if launch.digest is not None:  # before `wrote` may hand the block to the hashing thread
                     launch.digest.update(_raw(data).numpy())
+                if launch.put:
+                    writer.wrote(data)
+                else:
+                    writer.write(data)
         except BaseException:
             for f in (*launch.pending, *(following.pending if following is not None else ())):
                 f.cancel()
@@ -559,6 +572,7 @@ class FusedLaunch:
     stats: TensorStats
     digest: "hashlib._Hash | None"
     spans: list[tuple[int, int]]
+    put: bool  # fn writes each block to the output file itself (ShardedWriter.put); else finish_fused does
     fn: Callable[[tuple[int, int]], tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]]
     pending: deque[Future[tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]]] = field(
         default_factory=deque)
