@@ -227,3 +227,28 @@ def test_a_failed_merge_leaves_no_hashing_thread_or_open_output(tmp_path: Path) 
     assert not [t for t in threading.enumerate() if t.name == "venus-merge-sha256"]
     fds = Path("/proc/self/fd")
     assert not [p for p in fds.iterdir() if str(out) in os.path.realpath(p)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_threshold_sample_is_the_task_vectors_at_the_sampled_runs(tmp_path: Path, dtype: torch.dtype) -> None:
+    """Engine._sample: 64 evenly spaced runs of 1,024 task-vector entries in fp32; fp32 and bf16 are
+    gathered with numpy (bf16 as its bits, widened exactly), other dtypes with torch."""
+    from venus_core.merge.io import CheckpointReader
+    from venus_core.merge.methods import TIES
+    from venus_core.merge.verify import match_inputs
+
+    bp, mps = _models(tmp_path, 2, dtype=dtype, seed=9)
+    base, models = CheckpointReader(bp), [CheckpointReader(p) for p in mps]
+    try:
+        eng = engine.Engine(base, models, TIES, torch.ones(2), 1 << 21, "index")
+        job = next(j for j in match_inputs(base, models) if j.info.numel == 70_000)
+        got = eng._sample(job)
+        b, xs = load_dir(bp)[job.info.key].reshape(-1), [load_dir(p)[job.info.key].reshape(-1) for p in mps]
+        starts = [(70_000 - 1024) * j // 63 for j in range(64)]
+        idx = torch.cat([torch.arange(s, s + 1024) for s in starts])
+        want = torch.stack([x[idx].to(torch.float32) - b[idx].to(torch.float32) for x in xs])
+        assert got.dtype == torch.float32 and got.shape == (2, 64 * 1024)
+        assert torch.equal(got, want)
+    finally:
+        for r in (base, *models):
+            r.close()

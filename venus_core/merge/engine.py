@@ -10,9 +10,11 @@ times the arithmetic itself). Mapped input pages are released after each block.
 Two backends compute the same bytes. "fused" (the default) runs numba kernels: one pass per
 block does trim, election, disjoint mean, statistics and checks - fused_fast.py's kernels
 specialised for the number of models (1-4; ~3x faster), else fused.py's generic one -, blocks
-of up to FUSED_BLOCK elements run on `threads` worker threads (the kernels release the GIL) while
-the calling thread writes and hashes the output in order; the next tensor's blocks start as soon
-as the current one's are all submitted (launch_fused / finish_fused). "torch" runs the block-wise tensor ops below;
+of up to FUSED_BLOCK elements run on `threads` worker threads (the kernels release the GIL), each
+worker writes its blocks to their place in the output file, and the calling thread accounts for
+them in order while a thread of the writer's hashes them (io.ShardedWriter); with one thread, the
+calling thread computes, writes and hashes. The next tensor's blocks start as soon as the current
+one's are all submitted (launch_fused / finish_fused). "torch" runs the block-wise tensor ops below;
 it is the reference the fused kernels are tested against, and the path for what the kernels do not
 cover (a threshold that must count ties while streaming, a merge method registered by a plugin).
 
@@ -165,10 +167,16 @@ class Engine:
         runs = [(0, n)] if n <= SAMPLE_RUNS * SAMPLE_RUN else [
             (st, st + SAMPLE_RUN) for st in ((n - SAMPLE_RUN) * j // (SAMPLE_RUNS - 1) for j in range(SAMPLE_RUNS))]
         b, xs = self._views(job, 0, n)
-        if b.dtype == torch.float32:  # one numpy gather per input (torch.cat of 64 slices: ~10x slower)
+        if b.dtype in (torch.float32, torch.bfloat16):  # one numpy gather per input (torch.cat of 64
+            # slices: ~10x slower); bf16 gathered as its bits and widened exactly (fused.chunk_f32)
             idx = (np.asarray([s for s, _ in runs])[:, None] + np.arange(runs[0][1] - runs[0][0])).ravel()
-            bn = b.numpy().take(idx)
-            return torch.from_numpy(np.stack([np.subtract(x.numpy().take(idx), bn) for x in xs]))
+
+            def gather(t: torch.Tensor) -> np.ndarray:
+                if t.dtype == torch.float32:
+                    return t.numpy().take(idx)
+                return (t.view(torch.int16).numpy().view(np.uint16).take(idx).astype(np.uint32) << 16).view(np.float32)
+            bn = gather(b)
+            return torch.from_numpy(np.stack([np.subtract(gather(x), bn) for x in xs]))
         b32 = torch.cat([b[s:e] for s, e in runs]).to(torch.float32)
         out = torch.empty(self.m, b32.numel(), dtype=torch.float32)
         for i, x in enumerate(xs):
@@ -508,13 +516,14 @@ class Engine:
 
     def finish_fused(self, launch: "FusedLaunch", writer: ShardedWriter,
                      following: "FusedLaunch | None" = None) -> TensorStats:
-        """Write a launched tensor's blocks in order as the workers finish them.
+        """Account for a launched tensor's blocks in order as the workers finish them (and write
+        them, when the workers have not: one thread, or a writer that hashes on the calling thread).
 
-        Up to 2 x threads blocks are in flight (plus the one being written), as in `_ordered`; once
-        all of this tensor's blocks are submitted, the free slots take `following`'s first blocks,
-        so the workers keep computing across the tensor boundary while this thread hashes and
-        writes the last blocks (most tensors are only 1-3 blocks: without this, every boundary left
-        the workers idle for a block's write)."""
+        Up to 2 x threads blocks are in flight (plus the one being accounted for), as in `_ordered`;
+        once all of this tensor's blocks are submitted, the free slots take `following`'s first
+        blocks, so the workers keep computing across the tensor boundary while this thread handles
+        the last blocks (most tensors are only 1-3 blocks: without this, every boundary left the
+        workers idle for a block's write; session 7, when this thread still wrote and hashed)."""
         job, stats, m = launch.job, launch.stats, self.m
         writer.begin(job.info.key)
         try:
