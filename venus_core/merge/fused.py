@@ -5,7 +5,7 @@ vectorised op over [M, block] temporaries - task vectors, trim, sign statistics,
 agreement, sums, statistics, checks - about 40 single-core float operations per parameter and
 model; on the 1 GB benchmark checkpoint it was ~12x the I/O floor. These kernels walk each block
 once, element by element, with the task vectors of that element in registers, and release the
-GIL, so blocks run on several threads while the main thread writes and hashes the output.
+GIL, so blocks run on several worker threads (which also write them: io.ShardedWriter.put).
 
 Semantics are the torch path's, bit for bit (tests compare the two outputs byte for byte):
 - tau_i = x_i - b in fp32; trim: tau is zeroed where |tau| <= lam_i (torch.hardshrink), except at

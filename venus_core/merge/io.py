@@ -298,7 +298,7 @@ class ShardedWriter:
                 fd = self._fds.get(si)
                 if fd is None:
                     fd = self._fds[si] = os.open(self.out_dir / self.names[si],
-                                                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                                                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         return fd
 
     def put(self, key: str, byte: int, data: np.ndarray) -> None:
