@@ -428,8 +428,7 @@ class Engine:
         """One fused block; `lands`: the output file position of the tensor's first byte modulo a page
         (the buffer written - fp32 `out`, or bf16 `o16` - is allocated to match: io.py, copy alignment).
         With a `writer`, the block is written to its place in the output file here, on the worker
-        (ShardedWriter.put: the data is still in this core's cache), and finish_fused only accounts
-        for it in order."""
+        that computed it (ShardedWriter.put), and finish_fused only accounts for it in order."""
         s, e = span
         # fused_fast's kernels widen bf16 themselves; fused.merge_block (more models) takes fp32
         b, xs, bn, xn = self._block_arrays(job, s, e, widen_in_kernel=self.m <= fused_fast.MAX_M)
