@@ -252,3 +252,32 @@ def test_threshold_sample_is_the_task_vectors_at_the_sampled_runs(tmp_path: Path
     finally:
         for r in (base, *models):
             r.close()
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_failed_merge_removes_its_partial_output(tmp_path: Path, existed: bool) -> None:
+    """Workers write blocks ahead at their places, so a failed merge's shards would have holes that
+    load as zeros: nothing it wrote may stay. An empty output directory given by the caller stays."""
+    bp, mps = _models(tmp_path, 2, seed=10)
+    bad = load_dir(mps[1])
+    bad["model.visual.blocks.0.attn.qkv.weight"][23, 7] = float("nan")  # the last tensor in plan order
+    write_ckpt(mps[1], bad)
+    out = tmp_path / "out" / "merged"
+    if existed:
+        out.mkdir(parents=True)
+    wrote: list[str] = []
+    put = io.ShardedWriter.put
+
+    def spy(self: io.ShardedWriter, key: str, byte: int, data: object) -> None:
+        wrote.append(key)
+        put(self, key, byte, data)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(io.ShardedWriter, "put", spy)
+        with pytest.raises(MergeInputError, match="model.visual.blocks.0.attn.qkv.weight"):
+            merge_checkpoints(bp, mps, out, MergeConfig(density=0.2, threads=2, max_working_bytes=1 << 21))
+    assert len(set(wrote)) >= 3  # the earlier tensors were written before the failure
+    assert (out.is_dir() and not any(out.iterdir())) if existed else not out.exists()
+    assert (tmp_path / "out").is_dir()  # only what the merge created goes
+    merge_checkpoints(bp, [mps[0], mps[0]], out, MergeConfig(density=0.2))  # the same target works again
+    assert (out / "SHA256SUMS").is_file()

@@ -11,9 +11,11 @@ machine-dependent is written, so a re-run produces byte-identical files.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -104,7 +106,11 @@ def _global_thresholds(engine: Engine, jobs: list[TensorJob], density: float,
 
 def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path | str,
                       config: MergeConfig | None = None) -> dict[str, object]:
-    """Merge `models` (fine-tunes of `base`) into `out`; returns the report also written there."""
+    """Merge `models` (fine-tunes of `base`) into `out`; returns the report also written there.
+
+    `out` must be empty or absent; a merge that fails (or is interrupted) removes what it wrote, so
+    `out` never holds a partial checkpoint (an interpreter killed outright cannot: its output has
+    no SHA256SUMS, which a completed merge always writes last)."""
     cfg = config or MergeConfig()
     method: MergeMethod = MERGE_METHODS.get(cfg.method)
     base_p, model_ps, out_p = Path(base), [Path(m) for m in models], Path(out)
@@ -119,13 +125,31 @@ def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path 
     tokenizer = check_tokenizers(base_p, model_ps)
     if out_p.exists() and any(out_p.iterdir()):
         raise FileExistsError(f"{out_p}: output directory is not empty")
+    created = not out_p.exists()
     out_p.mkdir(parents=True, exist_ok=True)
 
     try:
         return _merge(cfg, method, weights, base_p, model_ps, out_p, base_r, model_rs, jobs, tokenizer)
+    except BaseException:
+        _remove_partial(out_p, created)
+        raise
     finally:
         for r in (base_r, *model_rs):
             r.close()
+
+
+def _remove_partial(out: Path, created: bool) -> None:
+    """Remove what a failed merge wrote: its shards may have holes (workers write blocks ahead, at
+    their places), which would load as zeros. `out` was empty or absent when the merge started,
+    so all it holds is this merge's; the directory itself goes too when the merge created it."""
+    for child in list(out.iterdir()) if out.is_dir() else []:
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):
+            out.rmdir()
 
 
 def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p: Path, model_ps: list[Path],
