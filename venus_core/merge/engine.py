@@ -510,7 +510,7 @@ class Engine:
         is_shared = shared is not None
         # workers write their blocks themselves when the writer hashes on its own thread (threads > 1)
         puts = writer if writer.hashes_aside else None
-        return FusedLaunch(job, stats, digest, self.blocks(job, fused_blocks=True), puts is not None,
+        return FusedLaunch(job, stats, digest, self.blocks(job, fused_blocks=True),
                            lambda sp: self._merge_block(job, consts, thresholds, is_shared, fixed, lands, puts, sp))
 
     def finish_fused(self, launch: "FusedLaunch", writer: ShardedWriter,
@@ -549,7 +549,7 @@ class Engine:
                     stats.delta_max = max(stats.delta_max, float(floats[1]))
                 if launch.digest is not None:  # before `wrote` may hand the block to the hashing thread
                     launch.digest.update(_raw(data).numpy())
-                if launch.put:
+                if writer.hashes_aside:  # the worker wrote it (launch_fused)
                     writer.wrote(data)
                 else:
                     writer.write(data)
@@ -580,7 +580,6 @@ class FusedLaunch:
     stats: TensorStats
     digest: "hashlib._Hash | None"
     spans: list[tuple[int, int]]
-    put: bool  # fn writes each block to the output file itself (ShardedWriter.put); else finish_fused does
     fn: Callable[[tuple[int, int]], tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]]
     pending: deque[Future[tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]]] = field(
         default_factory=deque)

@@ -379,11 +379,9 @@ class ShardedWriter:
     def _close(self) -> None:
         if self._shard < 0:
             return
-        fd = self._fd(self._shard)  # opened even when the shard holds no bytes but its header
         if self._hasher is not None:
             self._hasher.drain()
-        os.close(fd)
-        del self._fds[self._shard]
+        os.close(self._fds.pop(self._shard))  # open: begin() wrote the header
         self.digests[self.names[self._shard]] = self._hash.hexdigest()
 
     def abort(self) -> None:
