@@ -30,6 +30,7 @@ from venus_core.envs.shells import AdbServerProcess, AdbShell, CommandOutput, Lo
 from venus_core.envs.sim_device import SimDevice
 from venus_core.envs.sim_server import SimAdbServer
 from venus_core.envs.simphone import (
+    RemoteSimPhoneEnv,
     SimPhoneEnv,
     SynthRef,
     free_task,
@@ -48,5 +49,5 @@ ENVS.register("miniwob", MiniWobEnv,
 
 __all__ = ["DEFAULT_MAX_STEPS", "AdbServerProcess", "AdbShell", "AndroidEnv", "CommandOutput",
            "Env", "EnvError", "LocalShell", "MiniWobEnv", "Observation", "SimAdbServer", "SimDevice",
-           "SimPhoneEnv", "SynthRef", "Task", "UnsupportedAction", "free_task", "synth_packages",
+           "RemoteSimPhoneEnv", "SimPhoneEnv", "SynthRef", "Task", "UnsupportedAction", "free_task", "synth_packages",
            "synth_plan", "synth_task", "WebEnv"]

@@ -10,7 +10,8 @@ not supported and fail with exit status 2 rather than being misinterpreted. A st
 Supported commands (the set UI-Venus / AndroidWorld style agents use; see `sim_device`):
 input tap|swipe|draganddrop|text|keyevent, screencap [-p], wm size|density, getprop, am start|
 force-stop|broadcast, monkey -p, pm list packages, ime list|enable|set, echo, true, and
-`venus-state` (the phone state as JSON, read by success checks).
+`venus-state` (the phone state as JSON, read by success checks) and `venus-load REF` (put the
+phone into a synthetic task's start state).
 """
 
 from __future__ import annotations
@@ -155,12 +156,27 @@ def _screencap(dev: SimDevice, args: list[str]) -> bytes:
     return dev.screencap_png() if "-p" in args else dev.screencap_raw()
 
 
+def _venus_load(dev: SimDevice, args: list[str]) -> str:
+    """`venus-load REF`: put the phone into the start state of a synthetic task."""
+    from venus_core.envs.base import EnvError
+    from venus_core.envs.simphone import load_synth_task  # simphone builds on this module
+
+    if len(args) != 1:
+        raise DeviceCommandError("venus-load: expected one task reference (synth:...)")
+    try:
+        load_synth_task(dev, args[0])
+    except EnvError as exc:
+        raise DeviceCommandError(f"venus-load: {exc}") from None
+    return "loaded\n"
+
+
 Handler = Callable[[SimDevice, list[str]], "str | bytes"]
 COMMANDS: dict[str, Handler] = {
     "input": _input, "am": _am, "monkey": _monkey, "wm": _wm, "pm": _pm, "ime": _ime,
     "screencap": _screencap,
     "getprop": lambda dev, a: dev.getprop(a),
     "venus-state": lambda dev, a: dev.state_json() + "\n",
+    "venus-load": _venus_load,
     "true": lambda dev, a: "",
 }
 

@@ -17,6 +17,7 @@ predicates on it; an information task must also end with Finished(content=answer
 from __future__ import annotations
 
 import random
+import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -80,6 +81,25 @@ def synth_episode(ref: str) -> Episode:
     if r.level is None:
         raise EnvError(f"{ref!r} is a free-play reference: it has no episode")
     return sample_episode(random.Random(r.seed), r.level, r.ctx)
+
+
+def load_synth_task(device: SimDevice, ref: str, goal: str | None = None) -> None:
+    """Put `device` into the start state of the synthetic task `ref` (a fresh phone for free play).
+
+    The in-process env calls it directly; a device reached only over ADB runs it as its shell
+    command `venus-load REF` (the analogue of AndroidWorld's task initialisation endpoint)."""
+    r = SynthRef.parse(ref)
+    if r.size != device.size or r.lang != device.ctx.lang:
+        raise EnvError(f"task {ref!r} was made for {r.size} / {r.lang}; "
+                       f"this device is {device.size} / {device.ctx.lang}")
+    if r.level is None:
+        phone = get_phone()
+        device.load(phone, phone.initial(random.Random(r.seed)))
+        return
+    ep = synth_episode(ref)
+    if goal is not None and ep.task.goal != goal:
+        raise EnvError(f"task {ref!r}: goal {goal!r} does not match the rebuilt episode's {ep.task.goal!r}")
+    device.load(ep.phone, ep.start)
 
 
 def synth_task(level: int, seed: int, *, lang: str = "en", size: tuple[int, int] = (540, 960),
@@ -169,19 +189,7 @@ class SimPhoneEnv(AndroidEnv):
             raise
 
     def prepare(self, task: Task) -> None:
-        ref = SynthRef.parse(task.success_check)
-        if ref.size != self.device.size or ref.lang != self.device.ctx.lang:
-            raise EnvError(f"task {task.success_check!r} was made for {ref.size} / {ref.lang}; "
-                           f"this device is {self.device.size} / {self.device.ctx.lang}")
-        if ref.level is None:
-            phone = get_phone()
-            self.device.load(phone, phone.initial(random.Random(ref.seed)))
-            return
-        ep = synth_episode(task.success_check)
-        if ep.task.goal != task.goal:
-            raise EnvError(f"task {task.success_check!r}: goal {task.goal!r} does not match the "
-                           f"rebuilt episode's {ep.task.goal!r}")
-        self.device.load(ep.phone, ep.start)
+        load_synth_task(self.device, task.success_check, task.goal)
 
     def observe(self) -> Observation:
         obs = super().observe()
@@ -202,3 +210,22 @@ class SimPhoneEnv(AndroidEnv):
                 super().close()
         finally:
             self._release()
+
+
+class RemoteSimPhoneEnv(AndroidEnv):
+    """A simulated phone reached only through ADB (e.g. leased through the device gateway).
+
+    Unlike `SimPhoneEnv` it holds no device object: the task's start state is loaded by the
+    device's own `venus-load REF` shell command, and success is read back with `venus-state`,
+    so every byte goes over the ADB protocol, as it would to an emulator pod."""
+
+    name = "sim-phone"
+
+    def __init__(self, serial: str, *, adb_port: int, swipe_ms: int = 1000, long_press_ms: int = 500,
+                 wait_s: float = 0.0) -> None:
+        super().__init__(shell=AdbShell(serial, port=adb_port, connect=True), packages=synth_packages(),
+                         swipe_ms=swipe_ms, long_press_ms=long_press_ms, wait_s=wait_s, settle_s=0.0,
+                         adb_keyboard=True, success_check=_synth_success, simulated=True)
+
+    def prepare(self, task: Task) -> None:
+        self.run(f"venus-load {shlex.quote(task.success_check)}")

@@ -194,6 +194,36 @@ def sample_groups(
                         group_size, suppressed)
 
 
+def completions_batch(
+    processor: ProcessorMixin,
+    prompts: Sequence[Sequence[dict[str, Any]]],
+    completions: Sequence[Sequence[int]],
+) -> RolloutBatch:
+    """A one-row-per-prompt batch of given completions (token ids, each ending where its sampling
+    ended), laid out as `sample_groups` lays out its rows, for `sequence_logprobs`.
+
+    For online RL: the steps of many trajectories, each with its own screenshot and prompt, whose
+    sampled ids were kept when they were generated."""
+    if not prompts or len(prompts) != len(completions):
+        raise ValueError(f"completions_batch: {len(prompts)} prompts for {len(completions)} completions")
+    if any(len(c) == 0 for c in completions):
+        raise ValueError("completions_batch: an empty completion")
+    tok = processor.tokenizer  # type: ignore[attr-defined]
+    pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    ids, mm_rows, vision = encode_prompts(processor, prompts)
+    p_ids, p_attention = _left_pad(ids, pad)
+    p_mm, _ = _left_pad(mm_rows, 0)
+    t = max(len(c) for c in completions)
+    comp = torch.full((len(completions), t), pad, dtype=torch.long)
+    cmask = torch.zeros((len(completions), t), dtype=torch.float32)
+    for i, c in enumerate(completions):
+        comp[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
+        cmask[i, : len(c)] = 1.0
+    return RolloutBatch(torch.cat([p_ids, comp], dim=1), torch.cat([p_attention, cmask.long()], dim=1),
+                        torch.cat([p_mm, torch.zeros_like(comp)], dim=1), vision, comp, cmask,
+                        [""] * len(completions), 1, suppressed_token_ids(processor))
+
+
 def sequence_logprobs(
     model: PreTrainedModel, batch: RolloutBatch, *, temperature: float = 1.0, with_entropy: bool = False,
     shared_prefix: bool = True,
@@ -222,4 +252,4 @@ def sequence_logprobs(
     return logp, ent
 
 
-__all__ = ["RolloutBatch", "completion_mask", "end_token_ids", "sample_groups", "sequence_logprobs"]
+__all__ = ["RolloutBatch", "completion_mask", "completions_batch", "end_token_ids", "sample_groups", "sequence_logprobs"]

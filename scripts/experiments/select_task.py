@@ -1,0 +1,135 @@
+"""Does the tiny model learn to pick the button the instruction names? (learning issue, §1)
+
+From random init: level-0 grounding with coarse targets, then exact targets (the first two
+`venus bootstrap` stages), then level-1 (3-9 coloured buttons, pick by colour) with a share of
+level-0 records replayed, scoring the held-out level-1 split every `--eval-every` steps (hits on
+answerable samples and refusal accuracy) and level 0 at the end (forgetting).
+
+Knobs: `--grid 3` is the board as the synthetic world draws it (a 3 x 3 grid of buttons, which
+straddles the 4 x 4 grid of visual tokens of a 128 px screen); `--grid 4` puts each button inside
+one visual token's cell (a 4 x 4 board), so choosing a button is choosing a token. `--vision-width`
+is `model.tiny.vision_hidden_size`.
+
+    OMP_NUM_THREADS=1 python scripts/experiments/select_task.py --work /tmp/sel-g4 --grid 4
+
+Prints one line per evaluation and writes WORK/select.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+
+
+def aligned_grid_board(rng: random.Random, *, labels: bool, n: int | None = None):  # type: ignore[no-untyped-def]
+    """3-9 buttons on a 4 x 4 board whose cells are the 4 x 4 visual tokens of a square screen."""
+    from venus_core.data.synth.apps.board import BOARD_COLORS, WORDS, BoardButton, BoardState
+
+    n = n if n is not None else rng.randint(3, 9)
+    cells = sorted(rng.sample(range(16), n))
+    colors = rng.sample(BOARD_COLORS, n) if not labels else [rng.choice(BOARD_COLORS) for _ in range(n)]
+    words = rng.sample(range(len(WORDS)), n) if labels else [-1] * n
+    buttons = []
+    for cell, color, word in zip(cells, colors, words, strict=True):
+        r, c = divmod(cell, 4)
+        x1, y1 = 25 + c * 250 + rng.randint(-10, 10), 30 + r * 250 + rng.randint(-10, 10)
+        buttons.append(BoardButton(color, (x1, y1, x1 + 200, y1 + 190), word))
+    return BoardState(tuple(buttons))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--grid", type=int, choices=(3, 4), default=3)
+    ap.add_argument("--vision-width", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--l0-steps", default="500,200")
+    ap.add_argument("--l1-steps", type=int, default=1500)
+    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--replay", type=float, default=0.2, help="share of level-0 records in the level-1 stage")
+    ap.add_argument("--l1-coarse", type=int, default=0, help="snap level-1 targets to this grid's cell centres")
+    ap.add_argument("--eval-limit", type=int, default=200)
+    args = ap.parse_args()
+
+    import venus_core.data.synth.tasks as synth_tasks
+    from venus_core.config.loader import load_spec
+    from venus_core.data.synth import synthesize
+    from venus_core.models.loading import load_model
+    from venus_core.train.bootstrap import GROUNDING_ONLY
+    from venus_core.train.data import Corpus, coarse_targets, load_corpus
+    from venus_core.train.distributed import DistEnv
+    from venus_core.train.evaluate import evaluate_held_out
+    from venus_core.train.sft import train_sft
+
+    if args.grid == 4:
+        synth_tasks.grid_board = aligned_grid_board  # type: ignore[assignment]
+    torch.set_num_threads(1)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    spec = load_spec("agents/venus-tiny", [f"model.tiny.vision_hidden_size={args.vision_width}",
+                                           f"model.tiny.seed={args.seed}"])
+    model, processor = load_model("tiny", spec.model, "cpu", tiny_dir=work / "init")
+    env = DistEnv(0, 1, 0, torch.device("cpu"), "single")
+
+    def data(level: int, n: int, seed: int) -> Path:
+        d = work / f"level{level}-n{n}-s{seed}"
+        if not (d / "manifest.json").is_file():
+            synthesize("grounding", n, level, seed, d, platform="both")
+        return d
+
+    def corpus(*dirs: Path) -> Corpus:
+        return load_corpus(list(dirs), validation_fraction=0.05, history_len=spec.data.history_len, seed=0)
+
+    def cfg(steps: int, k: int, eval_every: int):  # type: ignore[no-untyped-def]
+        return spec.mid_train.model_copy(update={
+            "max_steps": steps, "eval_every": eval_every, "save_every": steps,
+            "warmup_steps": min(spec.mid_train.warmup_steps, max(0, steps // 4)), "seed": spec.mid_train.seed + k})
+
+    log: list[dict[str, object]] = []
+    t0 = time.process_time()
+
+    def note(stage: str, rates: dict, step: int) -> None:  # type: ignore[type-arg]
+        row = {"stage": stage, "step": step, "cpu_s": round(time.process_time() - t0),
+               **{k: f"{r.k}/{r.n}" for k, r in rates.items()}}
+        log.append(row)
+        print(json.dumps(row), flush=True)
+        (work / "select.json").write_text(json.dumps({"args": vars(args), "log": log}, indent=1))
+
+    l0 = corpus(data(0, 2000, 1000))
+    coarse, exact = (int(s) for s in args.l0_steps.split(","))
+    c0, _ = coarse_targets(l0, 4)
+    r = train_sft(model, processor, c0, GROUNDING_ONLY, cfg(coarse, 0, coarse), env, ckpt_dir=work / "ck0",
+                  eval_limit=args.eval_limit)
+    note("l0-coarse", r.rates, coarse)
+    r = train_sft(model, processor, l0, GROUNDING_ONLY, cfg(exact, 1, exact), env, ckpt_dir=work / "ck1",
+                  eval_limit=args.eval_limit)
+    note("l0-exact", r.rates, exact)
+
+    l1 = corpus(data(1, 8000, 1001))
+    n_replay = round(args.replay / max(1e-9, 1 - args.replay) * sum(len(v) for v in l1.train.values()))
+    train = {d: list(v) for d, v in l1.train.items()}
+    if args.l1_coarse:
+        train = coarse_targets(Corpus(train=train, held_out={}, sources=[]), args.l1_coarse, keep_refusals=True)[0].train
+    if n_replay:
+        pool = [it for v in l0.train.values() for it in v]
+        random.Random(args.seed).shuffle(pool)
+        train["grounding"] = train.get("grounding", []) + (pool * (1 + n_replay // max(1, len(pool))))[:n_replay]
+    stage = Corpus(train=train, held_out=l1.held_out, sources=list(l1.sources))
+    r = train_sft(model, processor, stage, GROUNDING_ONLY, cfg(args.l1_steps, 2, args.eval_every), env,
+                  ckpt_dir=work / "ck2", eval_limit=args.eval_limit)
+    for h in r.history:
+        print(json.dumps({"l1": h}), flush=True)
+    note("l1", r.rates, args.l1_steps)
+    note("l0-after", evaluate_held_out(model, processor, l0.held_out, limit=args.eval_limit), args.l1_steps)
+    (work / "select.json").write_text(json.dumps({"args": vars(args), "log": log,
+                                                  "l1_history": r.history}, indent=1, default=str))
+    model.save_pretrained(work / "model")
+
+
+if __name__ == "__main__":
+    main()
