@@ -2,7 +2,8 @@
 
 Greedy answers must equal in-process `generate` (the server adds transport, not behaviour),
 concurrent requests must share `generate` calls (the batch counters of /health), and bad requests
-must get 400 naming the field.
+must get 400 naming the field. Usage, streaming and logprobs through the official `openai` client:
+`test_models_serve_openai`.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_bad_requests_get_400_naming_the_field(served) -> None:  # type: ignore[
         ({**good, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:x"}}]}]},
          400, "messages[0].content[0].image_url.url"),
         ({**good, "model": "other"}, 404, "model"),
-        ({**good, "stream": True}, 400, "stream"),
+        ({**good, "stream_options": {"include_usage": True}}, 400, "stream_options"),  # without stream: true
     ]
     for body, status, param in cases:
         resp = requests.post(url, json=body, timeout=30)

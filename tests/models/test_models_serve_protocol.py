@@ -38,8 +38,17 @@ def test_valid_request_is_decoded() -> None:
     assert req.n == 2 and req.stop == ("]",) and req.messages[0] == {"role": "system", "content": "be brief"}
     image = req.messages[1]["content"][0]
     assert image["type"] == "image" and image["image"].size == (6, 4) and image["image"].getpixel((0, 0)) == (1, 2, 3)
-    defaults = parse_chat_request(_body(max_completion_tokens=3), served="tiny", max_n=1).sampling
-    assert (defaults.max_tokens, defaults.temperature, defaults.repetition_penalty) == (3, 1.0, 1.0)
+    defaults = parse_chat_request(_body(max_completion_tokens=3), served="tiny", max_n=1)
+    d = defaults.sampling
+    assert (d.max_tokens, d.temperature, d.repetition_penalty) == (3, 1.0, 1.0)
+    assert (defaults.stream, defaults.include_usage, defaults.top_logprobs, defaults.sampling.logprobs) == (
+        False, False, None, False)
+    streamed = parse_chat_request(_body(stream=True, stream_options={"include_usage": True}, logprobs=True,
+                                        top_logprobs=20), served="tiny", max_n=1)
+    assert (streamed.stream, streamed.include_usage, streamed.top_logprobs, streamed.sampling.logprobs) == (
+        True, True, 20, True)
+    bare = parse_chat_request(_body(logprobs=True, top_logprobs=None, stream=False, top_p=0.5), served="tiny", max_n=1)
+    assert bare.top_logprobs == 0 and bare.sampling.logprobs and bare.sampling != defaults.sampling
 
 
 @pytest.mark.parametrize(("patch", "param"), [
@@ -64,8 +73,13 @@ def test_valid_request_is_decoded() -> None:
     ({"n": 9}, "n"),
     ({"n": True}, "n"),
     ({"stop": ["a", ""]}, "stop"),
-    ({"stream": True}, "stream"),
-    ({"logprobs": True}, "logprobs"),
+    ({"stream": "yes"}, "stream"),
+    ({"stream_options": {"include_usage": True}}, "stream_options"),
+    ({"stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
+    ({"logprobs": 1}, "logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"logprobs": False, "top_logprobs": 2}, "top_logprobs"),
+    ({"tools": [{"type": "function"}]}, "tools"),
     ({"presence_penalty": 0.5}, "presence_penalty"),
     ({"response_format": {"type": "json_schema"}}, "response_format"),
     ({"best_of": 2}, "best_of"),

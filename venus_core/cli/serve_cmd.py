@@ -7,8 +7,10 @@
 (the shipped pre-trained tiny checkpoint) or `tiny` (the randomly initialised tiny default, built
 into `--tiny-dir`). The served model id is `--name` (default: `tiny`, `bootstrap` or the directory
 name); clients such as `venus eval grounding --base-url http://HOST:PORT/v1 --model NAME` use it.
-The laptop / CI stand-in for a vLLM server (see `venus_core.models.server`). Prints one line with
-the URL once listening (port 0 picks a free port), then runs until SIGINT / SIGTERM.
+The laptop / CI stand-in for a vLLM server (see `venus_core.models.server`): replies carry `usage`,
+and `n`, `stream` (Server-Sent Events) and `logprobs` / `top_logprobs` work as in the OpenAI API, so
+the official `openai` client and RL rollouts (which need per-token logprobs) can use it. Prints one
+line with the URL once listening (port 0 picks a free port), then runs until SIGINT / SIGTERM.
 """
 
 from __future__ import annotations

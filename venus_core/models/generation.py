@@ -28,6 +28,27 @@ def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, mask
 
 
+def prepare_inputs(
+    model: PreTrainedModel, processor: ProcessorMixin, batch_of_messages: Sequence[Sequence[dict[str, Any]]]
+) -> tuple[dict[str, torch.Tensor], list[int], int]:
+    """`generate` keyword inputs for left-padded prompts on the model's device, each prompt's
+    length in tokens (image tokens included), and the pad id."""
+    tokenizer = processor.tokenizer  # type: ignore[attr-defined]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    ids, mm_rows, vision = encode_prompts(processor, batch_of_messages)
+    input_ids, attention = _left_pad(ids, int(pad_id))
+    mm_types, _ = _left_pad(mm_rows, 0)
+    device = next(model.parameters()).device
+    inputs: dict[str, torch.Tensor] = {
+        "input_ids": input_ids.to(device),
+        "attention_mask": attention.to(device),
+        "mm_token_type_ids": mm_types.to(device),
+    }
+    for k, v in vision.items():
+        inputs[k] = v.to(device=device, dtype=model.dtype) if v.is_floating_point() else v.to(device)
+    return inputs, [len(r) for r in ids], int(pad_id)
+
+
 @torch.inference_mode()
 def generate(
     model: PreTrainedModel,
@@ -50,18 +71,8 @@ def generate(
     if repetition_penalty <= 0:
         raise ValueError(f"repetition_penalty must be > 0, got {repetition_penalty}")
     tokenizer = processor.tokenizer  # type: ignore[attr-defined]
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    ids, mm_rows, vision = encode_prompts(processor, batch_of_messages)
-    input_ids, attention = _left_pad(ids, int(pad_id))
-    mm_types, _ = _left_pad(mm_rows, 0)
-    device = next(model.parameters()).device
-    inputs: dict[str, torch.Tensor] = {
-        "input_ids": input_ids.to(device),
-        "attention_mask": attention.to(device),
-        "mm_token_type_ids": mm_types.to(device),
-    }
-    for k, v in vision.items():
-        inputs[k] = v.to(device=device, dtype=model.dtype) if v.is_floating_point() else v.to(device)
+    inputs, _, pad_id = prepare_inputs(model, processor, batch_of_messages)
+    input_ids = inputs["input_ids"]
     sampling: dict[str, Any] = {"do_sample": False}
     if temperature > 0:
         sampling = {"do_sample": True, "temperature": float(temperature), "top_p": float(top_p)}
@@ -71,7 +82,7 @@ def generate(
         **inputs,
         max_new_tokens=int(max_new_tokens),
         repetition_penalty=float(repetition_penalty),
-        pad_token_id=int(pad_id),
+        pad_token_id=pad_id,
         top_k=None,
         **sampling,
     )

@@ -5,11 +5,13 @@ OpenAI-style error body whose `param` names the offending field (`messages[0].co
 and this can be tested in milliseconds without a model. The subset accepted is what the platform
 sends and what vLLM accepts for Qwen-VL: system / user / assistant turns, text parts, images as
 base64 data URLs (no remote URLs: a training cluster's server should not fetch from the internet),
-`max_tokens` (or `max_completion_tokens`), `temperature`, `top_p`, `n`, `seed`, `stop`, and vLLM's
-`repetition_penalty` extra. Fields a transformers stand-in cannot honour (streaming, logprobs,
-tools, penalties other than 0) are rejected by name instead of being silently ignored; fields that
-do not change the output (`user`) are accepted. Departure from vLLM: `response_format` json_object
-is accepted but not enforced (no guided decoding); clients must parse strictly, as the judge does.
+`max_tokens` (or `max_completion_tokens`), `temperature`, `top_p`, `n`, `seed`, `stop`, `stream`
+(with `stream_options.include_usage`), `logprobs` / `top_logprobs` (0 to 20, as OpenAI), and vLLM's
+`repetition_penalty` extra. Fields a transformers stand-in cannot honour (tools, penalties other
+than 0) are rejected by name instead of being silently ignored; fields that do not change the output
+(`user`) are accepted. Departure from vLLM: `response_format` json_object is accepted but not
+enforced (no guided decoding); clients must parse strictly, as the judge does. The reply side
+(completion and chunk bodies, usage, logprobs) is `serve_responses`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from typing import Any
 from PIL import Image
 
 DEFAULT_MAX_TOKENS = 256
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit; the runner computes this many alternatives when logprobs are asked
 MAX_IMAGE_BYTES = 32 << 20
 _DATA_URL = re.compile(r"data:(image/[A-Za-z0-9.+-]+)?(;[^,]*)?;base64,(.*)", re.DOTALL)
 _ACCEPTED = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "seed",
              "stop", "stream", "repetition_penalty", "response_format", "user", "presence_penalty",
-             "frequency_penalty", "logprobs", "top_logprobs", "tools", "tool_choice"}
+             "frequency_penalty", "logprobs", "top_logprobs", "tools", "tool_choice", "stream_options"}
 
 
 class BadRequest(ValueError):
@@ -54,24 +57,35 @@ def error_body(message: str, param: str | None = None, kind: str = "invalid_requ
 
 @dataclass(frozen=True)
 class Sampling:
-    """Decoding settings; requests with equal settings can share one `generate` batch."""
+    """Decoding settings; requests with equal settings can share one `generate` batch.
+
+    `logprobs`: record per-token log-probabilities (and the `MAX_TOP_LOGPROBS` best alternatives);
+    part of the batch key so that requests without logprobs do not pay for them.
+    """
 
     max_tokens: int
     temperature: float
     top_p: float
     repetition_penalty: float
     seed: int | None
+    logprobs: bool = False
 
 
 @dataclass
 class ChatRequest:
-    """A validated request: chats in the processor's format (PIL images), `n` samples of each."""
+    """A validated request: chats in the processor's format (PIL images), `n` samples of each.
+
+    `top_logprobs` is None when logprobs were not asked for, else how many alternatives to list.
+    """
 
     model: str
     messages: list[dict[str, Any]]
     sampling: Sampling
     n: int
     stop: tuple[str, ...]
+    stream: bool = False
+    include_usage: bool = False
+    top_logprobs: int | None = None
 
 
 def decode_data_url(url: Any, param: str) -> Image.Image:
@@ -117,6 +131,41 @@ def _integer(body: dict[str, Any], key: str, default: int | None, low: int, high
     if not low <= value <= high:
         raise BadRequest(key, f"must be between {low} and {high}, got {value}")
     return value
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise BadRequest(key, f"must be true or false, got {value!r}")
+    return value
+
+
+def _stream_options(options: Any, stream: bool) -> bool:
+    """Whether a streamed reply ends with a usage chunk (`stream_options.include_usage`)."""
+    if options is None:
+        return False
+    if not stream:
+        raise BadRequest("stream_options", "is only allowed when stream is true")
+    if not isinstance(options, dict):
+        raise BadRequest("stream_options", f"must be an object, got {type(options).__name__}")
+    unknown = sorted(set(options) - {"include_usage"})
+    if unknown:
+        raise BadRequest(f"stream_options.{unknown[0]}", "unknown option (only include_usage is supported)")
+    value = options.get("include_usage")
+    if value is not None and not isinstance(value, bool):
+        raise BadRequest("stream_options.include_usage", f"must be true or false, got {value!r}")
+    return bool(value)
+
+
+def _logprobs(body: dict[str, Any]) -> int | None:
+    """None without `logprobs: true`, else the number of alternatives per token (`top_logprobs`)."""
+    wanted = _flag(body, "logprobs")
+    top = _integer(body, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if top and not wanted:  # 0 without logprobs asks for nothing, as some clients send by default
+        raise BadRequest("top_logprobs", "requires logprobs to be true")
+    return (top or 0) if wanted else None
 
 
 def _content(content: Any, where: str) -> list[dict[str, Any]] | str:
@@ -179,13 +228,14 @@ def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: 
     if model != served:
         raise BadRequest("model", f"the model {model!r} does not exist; this server serves {served!r}",
                          status=404, kind="NotFoundError")
-    if body.get("stream"):
-        raise BadRequest("stream", "streaming is not supported by this server")
+    stream = _flag(body, "stream")
+    include_usage = _stream_options(body.get("stream_options"), stream)
+    top_logprobs = _logprobs(body)
     for key in ("presence_penalty", "frequency_penalty"):
         if body.get(key) not in (None, 0, 0.0):
             raise BadRequest(key, "only 0 is supported")
-    for key in ("logprobs", "top_logprobs", "tools", "tool_choice"):
-        if body.get(key) not in (None, False, 0, [], "none"):
+    for key in ("tools", "tool_choice"):
+        if body.get(key) not in (None, [], "none"):
             raise BadRequest(key, "not supported by this server")
     fmt = body.get("response_format")
     if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object")):
@@ -206,38 +256,29 @@ def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: 
         top_p=_number(body, "top_p", 1.0, 0.0, 1.0, low_open=True),
         repetition_penalty=_number(body, "repetition_penalty", 1.0, 0.0, 10.0, low_open=True),
         seed=_integer(body, "seed", None, -(2**63), 2**63 - 1),
+        logprobs=top_logprobs is not None,
     )
+    n = body.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n > max_n:
+        raise BadRequest("n", f"must be between 1 and {max_n}, got {n}: the n choices of a request are decoded "
+                         f"in one batch of at most {max_n} rows (venus serve --max-batch)")
     n = _integer(body, "n", 1, 1, max_n)
-    return ChatRequest(model, parse_messages(body.get("messages")), sampling, int(n or 1), tuple(stops))
+    return ChatRequest(model, parse_messages(body.get("messages")), sampling, int(n or 1), tuple(stops),
+                       stream=stream, include_usage=include_usage, top_logprobs=top_logprobs)
 
 
-def apply_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
-    """Cut `text` at the earliest stop string; (text, whether a stop string was found).
+def stop_span(text: str, stops: tuple[str, ...]) -> tuple[int, int] | None:
+    """(start, end) of the earliest stop string in `text` (the longest one where two start there).
 
-    >>> apply_stop("[1,2] and more", ("]",))
-    ('[1,2', True)
+    >>> stop_span("[1,2] and more", ("nd", "]"))
+    (4, 5)
     """
-    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
-    return (text[:cut], True) if cut >= 0 else (text, False)
+    found = [(i, -len(s)) for s in stops if (i := text.find(s)) >= 0]
+    if not found:
+        return None
+    start, neg = min(found)
+    return start, start - neg
 
 
-def completion_body(request_id: str, model: str, created: int, choices: list[tuple[str, str]],
-                    usage: dict[str, int] | None = None) -> dict[str, Any]:
-    """A chat.completion object from (text, finish_reason) pairs."""
-    body: dict[str, Any] = {
-        "id": request_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": reason}
-            for i, (text, reason) in enumerate(choices)
-        ],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return body
-
-
-__all__ = ["DEFAULT_MAX_TOKENS", "BadRequest", "ChatRequest", "Sampling", "apply_stop", "completion_body",
-           "decode_data_url", "error_body", "parse_chat_request", "parse_messages"]
+__all__ = ["DEFAULT_MAX_TOKENS", "MAX_TOP_LOGPROBS", "BadRequest", "ChatRequest", "Sampling",
+           "decode_data_url", "error_body", "parse_chat_request", "parse_messages", "stop_span"]

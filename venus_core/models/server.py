@@ -4,13 +4,14 @@ Why: in a cluster, rollouts, evaluation and the data judge talk to vLLM; on a la
 tests the same clients need a real server to talk to, and vLLM needs a GPU. This serves a loaded
 Qwen-VL model (the tiny default included) with `models.generation.generate`, batching concurrent
 requests (`serve_batcher`), and speaks the subset of the OpenAI API that vLLM speaks for
-Qwen-VL (`serve_protocol`): POST /v1/chat/completions, GET /v1/models, GET /health (which also
-reports batching counters, used by tests and the benchmark).
+Qwen-VL (`serve_protocol` for requests, `serve_responses` for replies): POST /v1/chat/completions
+(with `usage`, `n`, `stream` as Server-Sent Events, and `logprobs` / `top_logprobs`), GET
+/v1/models, GET /health (which also reports batching counters, used by tests and the benchmark).
+The batch function is `serve_runner.transformers_runner`.
 
 FastAPI + uvicorn: both are already installed as MLflow's server stack and are what vLLM itself
-uses. Departures from vLLM: no streaming, no usage counts (the transformers backend returns text
-only), `finish_reason` is "length" when the re-tokenized answer fills `max_tokens` (an estimate:
-special tokens are dropped from the text), and static rather than continuous batching.
+uses. Departures from vLLM: static rather than continuous batching, and streaming is a replay — a
+batch is decoded whole, then each answer is sent token by token (same chunks, later first byte).
 """
 
 from __future__ import annotations
@@ -27,35 +28,26 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from venus_core.models.serve_batcher import Batcher
-from venus_core.models.serve_protocol import BadRequest, Sampling, apply_stop, completion_body, error_body, parse_chat_request
+from venus_core.models.serve_batcher import Batcher, RunBatch
+from venus_core.models.serve_protocol import BadRequest, error_body, parse_chat_request
+from venus_core.models.serve_responses import Completion, completion_body, sse_events, stream_chunks
 
 MAX_BODY_BYTES = 64 << 20
 
 
-def transformers_runner(model: Any, processor: Any) -> Any:
-    """The batch function of the server: (chats, Sampling) -> [(text, finish_reason)] via `generate`."""
-    from venus_core.models.generation import generate
+def transformers_runner(model: Any, processor: Any) -> RunBatch:
+    """The batch function over a loaded model: see `serve_runner.transformers_runner` (imported
+    here lazily, so that importing the server does not import transformers' generation stack)."""
+    from venus_core.models.serve_runner import transformers_runner as runner
 
-    tokenizer = processor.tokenizer
-
-    def run(chats: list[list[dict[str, Any]]], s: Sampling) -> list[tuple[str, str]]:
-        texts = generate(model, processor, chats, s.max_tokens, s.temperature, s.repetition_penalty,
-                         top_p=s.top_p, seed=s.seed)
-        out = []
-        for text in texts:
-            n_tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-            out.append((text, "length" if n_tokens >= s.max_tokens else "stop"))
-        return out
-
-    return run
+    return runner(model, processor)
 
 
-def create_app(run: Any, served_name: str, *, max_batch: int = 8, batch_wait_ms: float = 5.0,
+def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wait_ms: float = 5.0,
                max_tokens_limit: int = 4096) -> FastAPI:
-    """The ASGI app: `run(chats, Sampling) -> [(text, finish_reason)]` answers batches of chats."""
+    """The ASGI app: `run(chats, Sampling) -> [Completion]` answers batches of chats."""
     batcher = Batcher(run, max_batch=max_batch, wait_s=batch_wait_ms / 1000.0)
 
     @contextlib.asynccontextmanager
@@ -82,7 +74,7 @@ def create_app(run: Any, served_name: str, *, max_batch: int = 8, batch_wait_ms:
                 "data": [{"id": served_name, "object": "model", "created": created, "owned_by": "venus"}]}
 
     @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
+    async def chat(request: Request) -> Response:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
             return error(BadRequest(None, f"request body larger than {MAX_BODY_BYTES >> 20} MiB", status=413))
@@ -101,11 +93,17 @@ def create_app(run: Any, served_name: str, *, max_batch: int = 8, batch_wait_ms:
         except Exception as exc:  # generation failed: a server error, reported as such
             return JSONResponse(error_body(f"generation failed: {type(exc).__name__}: {exc}", None,
                                            "internal_server_error", 500), status_code=500)
-        choices = []
-        for text, reason in results:
-            cut, stopped = apply_stop(text, req.stop)
-            choices.append((cut, "stop" if stopped else reason))
-        return JSONResponse(completion_body(f"chatcmpl-{uuid.uuid4().hex}", served_name, int(time.time()), choices))
+        if not all(isinstance(c, Completion) for c in results):
+            kinds = sorted({type(c).__name__ for c in results})
+            return JSONResponse(error_body(f"generation returned {kinds}, not Completion records", None,
+                                           "internal_server_error", 500), status_code=500)
+        completions = [c.cut(req.stop) for c in results]
+        request_id, now = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            chunks = stream_chunks(request_id, served_name, now, completions, req.top_logprobs, req.include_usage)
+            return StreamingResponse(sse_events(chunks), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return JSONResponse(completion_body(request_id, served_name, now, completions, req.top_logprobs))
 
     return app
 
