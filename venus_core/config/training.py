@@ -6,7 +6,7 @@ frozen vision tower for navigation, step limit 30); the reward weights and toler
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -184,12 +184,24 @@ class TaskPoolSpec(Section):
     medium: float = Field(0.35, ge=0, le=1, description="share of medium tasks (11–20 steps)")
     hard: float = Field(0.15, ge=0, le=1, description="share of hard tasks (> 20 steps)")
     dedupe_similarity: float = Field(0.9, gt=0, le=1, description="drop tasks more similar than this")
+    held_out: int = Field(16, ge=0, description="held-out tasks (sim-phone seeds from 900000), never sampled for training")
+    held_out_levels: list[Annotated[int, Field(ge=0, le=6)]] = Field(
+        default_factory=lambda: [3, 4, 5], description="curriculum levels (0-6) of the held-out tasks, round robin")
+    ema_alpha: float = Field(0.2, gt=0, le=1, description="weight of a new rollout group in a bucket's success-rate EMA")
+    promote_at: float = Field(0.7, gt=0, le=1, description="a bucket whose success EMA reaches this gives share to the next harder bucket")
+    promote_step: float = Field(0.05, ge=0, le=1, description="share moved per recorded group while a bucket is at or above promote_at")
+    min_share: float = Field(0.1, ge=0, le=1, description="a bucket never gives share below this floor")
+    min_groups: int = Field(8, ge=1, description="groups a bucket must have recorded before it can give share")
+    fail_limit: int = Field(3, ge=1, description="consecutive all-fail groups that set a task aside")
+    retry_after: int = Field(20, ge=1, description="sample() calls a set-aside task sits out before it is retried")
 
     @model_validator(mode="after")
     def _shares(self) -> TaskPoolSpec:
         total = self.easy + self.medium + self.hard
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"easy + medium + hard must sum to 1, got {total:.6f}")
+        if self.held_out and not self.held_out_levels:
+            raise ValueError("held_out > 0 needs at least one of held_out_levels")
         return self
 
 
