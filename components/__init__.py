@@ -23,12 +23,14 @@ from components.evaluate import evaluate
 from components.merge import merge
 from components.mid_train import mid_train
 from components.offline_rl import offline_rl
+from components.online_rl import online_rl
 from components.score_data import score_data
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "score_data": score_data,
     "mid_train": mid_train,
     "offline_rl": offline_rl,
+    "online_rl": online_rl,
     "merge": merge,
     "evaluate": evaluate,
 }

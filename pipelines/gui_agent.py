@@ -15,11 +15,9 @@ parameters, display name and output wired by name into merge (Collected outputs 
 and independent tasks run in parallel on a cluster all the same. A domain whose
 `offline_rl.<domain>.enabled` is false gets no task and is left out of the merge.
 
-The online RL seam: with `online_rl.enabled`, each navigation specialist (mobile, web) goes through
-an `online_rl` task before the merge. That job does not exist yet, so building such a pipeline
-fails with a clear error until `components/online_rl.py` is registered in `components.FUNCTIONS`
-with the signature `(agent_spec, overrides, domain, base: Input[Model], model: Output[Model],
-metrics: Output[Metrics])`.
+Online RL: with `online_rl.enabled`, each navigation specialist (mobile, web) goes through an
+`online_rl` task (`components/online_rl.py`: `(agent_spec, overrides, domain, base: Input[Model],
+model: Output[Model], metrics: Output[Metrics])`) before the merge.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's real annotation objects.
@@ -82,9 +80,6 @@ def _online_rl(spec: AgentSpec, run: _Stages, specialists: dict[str, Any], agent
     """The online RL slot: navigation specialists -> online_rl -> merge. Identity when disabled."""
     if not spec.online_rl.enabled:
         return specialists
-    if "online_rl" not in components.FUNCTIONS:
-        raise PipelineError("online_rl.enabled is true, but the online_rl job has no component yet; "
-                            "set online_rl.enabled=false to build the offline pipeline")
     out = dict(specialists)
     for domain in ONLINE_RL_DOMAINS:
         if domain in specialists:

@@ -8,15 +8,13 @@ change to the pipeline, a component, the spec schema or kfp is intended, refresh
 and review the diff (`git diff tests/pipelines/golden`) like any other code change.
 """
 
-# No `from __future__ import annotations`: kfp reads the real annotations of _fake_online_rl.
 import os
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import pytest
 import yaml
 from kfp import compiler
-from kfp.dsl import Input, Metrics, Model, Output
 
 import components
 from pipelines.compile import compile_pipeline
@@ -178,19 +176,9 @@ def test_specs_the_pipeline_cannot_build_are_named() -> None:
     off = [f"offline_rl.{d}.enabled=false" for d in ("grounding", "mobile", "web")]
     with pytest.raises(PipelineError, match="every domain is disabled"):
         build_pipeline(load_spec(ROOT / "agents" / "venus-tiny", off))
-    with pytest.raises(PipelineError, match="online_rl job has no component"):
-        build_pipeline(_online_spec())
 
 
-def _fake_online_rl(agent_spec: str, overrides: List[str], domain: str, base: Input[Model],
-                    model: Output[Model], metrics: Output[Metrics]) -> None:
-    """Stand-in with the online_rl seam's signature (the real job does not exist yet)."""
-    raise RuntimeError("never runs: compile-only test")
-
-
-def test_the_online_rl_seam_sits_between_the_navigation_specialists_and_merge(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(components.FUNCTIONS, "online_rl", _fake_online_rl)
+def test_online_rl_sits_between_the_navigation_specialists_and_merge(tmp_path: Path) -> None:
     spec = _online_spec()
     tasks = _tasks(_compile(spec, tmp_path))
     online = {t["inputs"]["parameters"]["domain"]["runtimeValue"]["constant"]: n
@@ -209,5 +197,8 @@ def test_components_are_lightweight_on_the_given_image() -> None:
     assert "pip install" not in " ".join(container["command"])  # the image carries kfp and the project
     assert "venus_core.runtime.merge" in " ".join(container["command"])
     assert comp.description and "TIES" in comp.description
-    with pytest.raises(KeyError, match="online_rl"):
-        components.component("online_rl", "x")
+    online = components.component("online_rl", "example/image:1")
+    assert "venus_core.runtime.launch" in " ".join(
+        online.pipeline_spec.deployment_spec["executors"]["exec-online-rl"]["container"]["command"])
+    with pytest.raises(KeyError, match="no component for job 'nope'"):
+        components.component("nope", "x")

@@ -1,0 +1,55 @@
+"""The online_rl job end to end on the embedded default: a tiny model, simulated phones leased through the
+gateway over ADB, held-out tasks before and after, the report and the saved model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from venus_core.config import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ["platform.tracking_uri=none", "online_rl.steps=2", "online_rl.tasks_per_step=2", "online_rl.group_size=2",
+         "online_rl.devices=2", "online_rl.max_steps_per_episode=3", "online_rl.task_pool.held_out=2",
+         "online_rl.task_pool.held_out_levels=[3]", "online_rl.levels=[3]", "online_rl.train_tasks=4",
+         "online_rl.kl.check_every=1"]
+
+
+@pytest.mark.skipif(shutil.which("adb") is None, reason="Debian adb not installed")
+def test_online_rl_job_through_the_gateway(tiny_dir: Path, tmp_path: Path) -> None:
+    from venus_core.runtime.online_rl import main
+
+    out = tmp_path / "out"
+    argv = ["--spec", str(ROOT / "agents" / "venus-tiny"), "--domain", "mobile", "--model", str(tiny_dir),
+            "--out", str(out)]
+    for s in SMALL:
+        argv += ["--set", s]
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    held = report["held_out"]
+    assert held["tasks"] == 2 and held["before"]["n"] == held["after"]["n"] == 2
+    assert set(held["before_by_bucket"]) == {"easy"}
+    assert report["rollouts"]["episodes"] == 2 * 2 * 2 and report["rollouts"]["lost"] == 0
+    assert report["devices"]["leased"] == report["devices"]["released"] > 0
+    pool = report["pool"]
+    assert sum(b["total"] for b in pool["buckets"].values()) == sum(b["active"] + b["set_aside"]
+                                                                    for b in pool["buckets"].values())
+    assert len(report["reference"]["checks"]) == 1  # check_every=1: once, between the two steps
+    assert (out / "model" / "model.safetensors").is_file()
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [x for x in lines if x.get("kind") == "metrics" and "rollout/episodes" in x["metrics"]]
+    assert [x["step"] for x in steps] == [0, 1]
+    assert all("success_rate/easy" in x["metrics"] and "devices/leased" in x["metrics"] for x in steps)
+
+
+def test_online_rl_refuses_levels_of_different_screen_sizes() -> None:
+    from venus_core.runtime.online_rl import _phone_size
+
+    assert _phone_size([3, 4]) == (256, 256)
+    with pytest.raises(ValueError, match="different screen sizes"):
+        _phone_size([3, 5])
+    with pytest.raises(ValueError, match="online_rl.enabled needs at least one env"):
+        load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.enabled=true"])

@@ -1,0 +1,238 @@
+"""Where online RL's environments come from: made in process, or leased through the device service.
+
+Why one small protocol (`EnvSource`): the rollout loop must not care whether its K environments
+are in-process simulated phones, browser contexts, or phones leased from the device gateway. It
+asks for an env, gives it back healthy or broken (`failed=reason`), and the source decides what
+that means: an in-process env is closed and a fresh one made; a leased device is reported to the
+lease registry (which quarantines it) and another device is leased in its place. Every acquire,
+release, failure and replacement is counted in `stats`, so a run's losses are reported, not hidden.
+
+`SimPhoneFarm` is the laptop stand-in for the cluster's emulator pool: N simulated phones, each
+served over the real ADB protocol (`SimAdbServer`), registered with an in-process lease registry
+behind a device gateway on loopback, and one private Debian `adb` server. Envs on it are
+`RemoteSimPhoneEnv`s on a local port forwarded through the gateway by the SDK (`Lease.forward`),
+so a rollout takes exactly the path it takes against emulator pods: lease -> gateway -> ADB.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import threading
+from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Protocol, Self
+
+from venus_core.daas import DevicePool, DeviceSpec, DeviceTable, Gateway, GatewayThread, LeaseRegistry, TokenSigner
+from venus_core.daas.client import Lease
+from venus_core.envs.base import Env
+
+
+class EnvSource(Protocol):
+    """Hands out environments; takes them back healthy or broken (see the module docstring)."""
+
+    platform: str
+    stats: Counter[str]
+
+    def acquire(self) -> Env: ...
+    def release(self, env: Env, *, failed: str | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
+class LocalEnvs:
+    """Environments made in process by `make()`; healthy ones are kept for reuse."""
+
+    def __init__(self, make: Callable[[], Env], platform: str) -> None:
+        self.make = make
+        self.platform = platform
+        self.stats: Counter[str] = Counter()
+        self._idle: list[Env] = []
+        self._out: set[int] = set()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> Env:
+        with self._lock:
+            env = self._idle.pop() if self._idle else None
+        if env is None:
+            env = self.make()
+            self.stats["made"] += 1
+        with self._lock:
+            self._out.add(id(env))
+        self.stats["acquired"] += 1
+        return env
+
+    def release(self, env: Env, *, failed: str | None = None) -> None:
+        with self._lock:
+            self._out.discard(id(env))
+        if failed is None:
+            with self._lock:
+                self._idle.append(env)
+            self.stats["released"] += 1
+            return
+        self.stats["failed"] += 1
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - a broken env may fail to close; it is discarded either way
+            self.stats["close_errors"] += 1
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._out)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for env in idle:
+            env.close()
+
+
+@dataclass
+class _Held:
+    stack: ExitStack
+    lease: Lease
+
+
+class LeasedEnvs:
+    """One env per device leased from `pool` (kind and labels as given), on a forwarded port.
+
+    `make(port)` builds the env on the local port that the SDK tunnels to the device."""
+
+    def __init__(self, pool: DevicePool, make: Callable[[int], Env], *, kind: str = "android",
+                 platform: str = "mobile", labels: dict[str, str] | None = None) -> None:
+        self.pool = pool
+        self.make = make
+        self.kind = kind
+        self.platform = platform
+        self.labels = labels
+        self.stats: Counter[str] = Counter()
+        self._held: dict[int, _Held] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self) -> Env:
+        stack = ExitStack()
+        try:
+            (lease,) = stack.enter_context(self.pool.lease(self.kind, 1, self.labels))
+            port = stack.enter_context(lease.forward())
+            env = self.make(port)
+            stack.callback(env.close)
+        except BaseException:
+            stack.close()
+            self.stats["acquire_errors"] += 1
+            raise
+        with self._lock:
+            self._held[id(env)] = _Held(stack, lease)
+        self.stats["leased"] += 1
+        return env
+
+    def release(self, env: Env, *, failed: str | None = None) -> None:
+        with self._lock:
+            held = self._held.pop(id(env), None)
+        if held is None:
+            raise ValueError("release: this env was not acquired from this source")
+        if failed is not None:
+            self.stats["failed"] += 1
+            g = held.lease.grant
+            try:  # quarantine the device in the registry; the lease then ends
+                self.pool.registry.report_failure(g.lease, g.client, failed)
+                self.stats["reported"] += 1
+            except Exception:  # noqa: BLE001 - registry unreachable: its TTL returns the device
+                self.stats["report_errors"] += 1
+        try:
+            held.stack.close()  # env.close(), then the forwarder, then the lease release
+        except Exception:  # noqa: BLE001 - a dead device may fail to close; the lease still ends
+            self.stats["close_errors"] += 1
+        self.stats["released"] += 1
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._held)
+
+    def close(self) -> None:
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        for h in held:
+            h.stack.close()
+
+
+@dataclass
+class SimPhoneFarm:
+    """`n` simulated phones behind a local lease registry and gateway (module docstring)."""
+
+    n: int
+    size: tuple[int, int] = (256, 256)
+    lang: str = "en"
+    ttl: float = 30.0
+    io_timeout: float = 15.0
+    servers: list = field(default_factory=list)  # SimAdbServer per device
+    registry: LeaseRegistry | None = None
+    gateway: GatewayThread | None = None
+    adb: object | None = None  # AdbServerProcess
+
+    def start(self) -> Self:
+        from venus_core.data.synth.tasks import get_phone
+        from venus_core.envs import AdbServerProcess, SimAdbServer, SimDevice
+
+        if self.n < 1:
+            raise ValueError(f"SimPhoneFarm: n must be >= 1, got {self.n}")
+        try:
+            phone = get_phone()
+            specs = []
+            for i in range(self.n):
+                dev = SimDevice(phone, phone.initial(random.Random(i)), size=self.size, lang=self.lang)
+                srv = SimAdbServer(dev).start()
+                self.servers.append(srv)
+                specs.append(DeviceSpec(f"sim-{i}", "android", "local", "127.0.0.1", srv.port, labels=self.labels))
+            signer = TokenSigner(secrets.token_bytes(32))
+            self.gateway = GatewayThread(Gateway(DeviceTable(specs), signer)).start()
+            self.registry = LeaseRegistry(specs, signer, [f"127.0.0.1:{self.gateway.port}"], ttl=self.ttl,
+                                          probe=None, reap_interval=0.2).start()
+            self.registry.on_end.append(self.gateway.revoke)
+            self.adb = AdbServerProcess().start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"size": f"{self.size[0]}x{self.size[1]}", "lang": self.lang}
+
+    def pool(self, client_id: str) -> DevicePool:
+        if self.registry is None:
+            raise RuntimeError("SimPhoneFarm: start() first")
+        return DevicePool(self.registry, client_id, wait=self.io_timeout, io_timeout=self.io_timeout)
+
+    def env_source(self, client_id: str = "online-rl") -> LeasedEnvs:
+        from venus_core.envs import RemoteSimPhoneEnv
+
+        adb_port = self.adb.port  # type: ignore[union-attr]
+        return LeasedEnvs(self.pool(client_id), lambda port: RemoteSimPhoneEnv(f"127.0.0.1:{port}", adb_port=adb_port),
+                          kind="android", platform="mobile", labels=self.labels)
+
+    def leased(self) -> int:
+        return int(self.registry.status()["leased"]) if self.registry is not None else 0
+
+    def kill(self, index: int) -> None:
+        """Stop device `index`'s ADB server (a device that dies; for fault tests)."""
+        self.servers[index].stop()
+
+    def stop(self) -> None:
+        if self.registry is not None:
+            self.registry.stop()
+        if self.gateway is not None:
+            self.gateway.stop()
+        for srv in self.servers:
+            srv.stop()
+        if self.adb is not None:
+            self.adb.stop()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = ["EnvSource", "LeasedEnvs", "LocalEnvs", "SimPhoneFarm"]

@@ -1,0 +1,168 @@
+"""The online RL loop: sample tasks, roll out groups on live envs, update, move the reference.
+
+One optimizer step: `tasks_per_step` tasks from the pool (curriculum shares), `group_size` full
+trajectories of each on `devices` envs (`rollout.collect_groups`), the pool told each group's
+outcomes (curriculum, set-aside), one `TrajectoryGRPO.update`. Every `kl.check_every` steps (with
+`kl.adaptive`) the policy and the reference play the held-out tasks greedily; when the policy's
+success rate beats the reference's by `kl.margin`, the reference moves toward the policy
+(UI-Venus-1.5's adaptive KL) and its rate is measured again.
+
+Synchronous (staleness 0): rollouts use the weights of the last update. The decoupled rollout
+queue with bounded staleness is not built yet; every trajectory records its policy version so
+the learner could check it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from venus_core.config.training import OnlineRLSpec
+from venus_core.eval.online import evaluate_online
+from venus_core.eval.predictors import LocalPredictor
+from venus_core.eval.results import EvalResult
+from venus_core.rl.online.devices import EnvSource
+from venus_core.rl.online.learner import TrajectoryGRPO
+from venus_core.rl.online.policy import ModelPolicy
+from venus_core.rl.online.rollout import Trajectory, collect_groups
+from venus_core.rl.online.tasks import PoolTask, TaskPool
+from venus_core.train.tracker import Tracker
+
+EVAL_MAX_NEW_TOKENS = 96
+
+
+def evaluate_tasks(model: Any, processor: Any, tasks: Sequence[PoolTask], source: EnvSource, *, devices: int,
+                   max_new_tokens: int = EVAL_MAX_NEW_TOKENS, name: str = "policy", suite: str = "online",
+                   repetition_penalty: float = 1.05, batch_size: int = 16) -> EvalResult:
+    """Greedy episodes of `tasks` on envs from `source` (the online evaluator's protocol); each
+    sample carries its task's pool bucket. Envs go back broken if the evaluation raised."""
+    envs = [source.acquire() for _ in range(max(1, min(devices, len(tasks))))]
+    failed: str | None = None
+    try:
+        predictor = LocalPredictor(model, processor, name=name, temperature=0.0,
+                                   repetition_penalty=repetition_penalty, batch_size=batch_size)
+        result = evaluate_online(envs, [t.task for t in tasks], predictor, suite=suite, target=tasks[0].env,
+                                 max_new_tokens=max_new_tokens, frames_episodes=0)
+    except BaseException as exc:
+        failed = f"evaluation failed: {type(exc).__name__}: {exc}"
+        raise
+    finally:
+        for env in envs:
+            source.release(env, failed=failed)
+    for sample, t in zip(result.samples, tasks, strict=True):
+        sample["bucket"], sample["key"] = t.bucket, t.key
+    return result
+
+
+def success_rate(result: EvalResult) -> float:
+    return float(result.summary["success"]["value"])
+
+
+class OnlineRL:
+    """Owns the policy, the learner and the loop; the job owns the model files and the report."""
+
+    def __init__(self, model: Any, processor: Any, spec: OnlineRLSpec, pool: TaskPool, source: EnvSource,
+                 tracker: Tracker, *, eval_batch_size: int = 16) -> None:
+        self.spec = spec
+        self.pool = pool
+        self.source = source
+        self.tracker = tracker
+        self.processor = processor
+        self.eval_batch_size = eval_batch_size
+        self.policy = ModelPolicy(model, processor, temperature=spec.temperature,
+                                  max_new_tokens=spec.max_new_tokens, seed=spec.seed)
+        self.learner = TrajectoryGRPO(model, processor, spec, micro_batch=spec.micro_batch)
+        self.totals: Counter[str] = Counter()
+        self.ref_rate: float | None = None
+        self.checks: list[dict[str, Any]] = []
+        self.samples: list[dict[str, Any]] = []  # a few trajectories per step, for the report
+
+    def evaluate(self, model: Any, tasks: Sequence[PoolTask], name: str) -> EvalResult:
+        return evaluate_tasks(model, self.processor, tasks, self.source, devices=self.spec.devices,
+                              max_new_tokens=self.spec.max_new_tokens, name=name, batch_size=self.eval_batch_size)
+
+    def step(self, step: int) -> dict[str, float]:
+        spec = self.spec
+        t0 = time.perf_counter()
+        tasks = self.pool.sample(spec.tasks_per_step)
+        groups, stats = collect_groups(tasks, spec.group_size, self.source, self.policy, devices=spec.devices,
+                                       history_len=spec.history_len, call_timeout=spec.call_timeout_s)
+        for t, g in zip(tasks, groups, strict=True):
+            if g:
+                self.pool.record(t.key, [x.success for x in g])
+        t1 = time.perf_counter()
+        m = self.learner.update(groups)
+        self.policy.version += int(m["updated"])
+        m.update(self._rollout_metrics(groups, stats.to_dict()))
+        m.update({"time/rollout_s": t1 - t0, "time/update_s": time.perf_counter() - t1,
+                  "time/step_s": time.perf_counter() - t0, "policy_version": float(self.policy.version)})
+        for b, share in self.pool.report()["shares"].items():
+            m[f"pool/share/{b}"] = float(share)
+        if groups and groups[0]:
+            self.samples.append(_trajectory_summary(step, groups[0][0]))
+        self.tracker.log_metrics(m, step)
+        return m
+
+    def _rollout_metrics(self, groups: Sequence[Sequence[Trajectory]], stats: dict[str, Any]) -> dict[str, float]:
+        trajs = [t for g in groups for t in g]
+        m: dict[str, float] = {"rollout/episodes": float(stats["episodes"]), "rollout/env_steps": float(stats["env_steps"]),
+                               "rollout/lost": float(stats["lost"]), "rollout/wall_s": float(stats["wall_s"])}
+        if stats["wall_s"] > 0:
+            m["rollout/env_steps_per_s"] = stats["env_steps"] / stats["wall_s"]
+        for k in ("episodes", "env_steps", "lost"):
+            self.totals[k] += int(stats[k])
+        for k, v in stats["lost_by"].items():
+            self.totals[f"lost/{k}"] += int(v)
+        if trajs:
+            m["success_rate"] = sum(t.success for t in trajs) / len(trajs)
+            steps = sum(t.length for t in trajs)
+            m["invalid_rate"] = sum(t.invalid for t in trajs) / max(1, steps)
+            m["episode_len/mean"] = steps / len(trajs)
+            for b in ("easy", "medium", "hard"):
+                sub = [t for t in trajs if t.task.bucket == b]
+                if sub:
+                    m[f"success_rate/{b}"] = sum(t.success for t in sub) / len(sub)
+        for k, v in self.source.stats.items():
+            m[f"devices/{k}"] = float(v)
+        return m
+
+    def check_reference(self, step: int, held_out: Sequence[PoolTask]) -> dict[str, Any] | None:
+        """Adaptive KL: compare policy and reference on `held_out`; move the reference on a win."""
+        kl = self.spec.kl
+        if not (kl.adaptive and kl.coef > 0 and held_out and self.learner.ref is not None):
+            return None
+        if self.ref_rate is None:
+            self.ref_rate = success_rate(self.evaluate(self.learner.ref, held_out, "reference"))
+        rate = success_rate(self.evaluate(self.policy.model, held_out, "policy"))
+        moved = rate >= self.ref_rate + kl.margin
+        row = {"step": step, "policy": rate, "reference": self.ref_rate, "moved": moved}
+        if moved:
+            self.learner.move_reference()
+            self.ref_rate = success_rate(self.evaluate(self.learner.ref, held_out, "reference"))
+            row["reference_after"] = self.ref_rate
+        self.checks.append(row)
+        self.tracker.log_metrics({"kl_ref/policy_success": rate, "kl_ref/reference_success": row["reference"],
+                                  "kl_ref/moves": float(self.learner.ref_moves)}, step)
+        return row
+
+    def train(self, steps: int, *, held_out: Sequence[PoolTask] = (), start: int = 0,
+              on_step: Callable[[int], None] | None = None) -> list[dict[str, float]]:
+        history = []
+        for step in range(start, steps):
+            history.append(self.step(step))
+            if self.spec.kl.adaptive and (step + 1) % self.spec.kl.check_every == 0 and step + 1 < steps:
+                self.check_reference(step + 1, held_out)
+            if on_step is not None:
+                on_step(step + 1)
+        return history
+
+
+def _trajectory_summary(step: int, t: Trajectory) -> dict[str, Any]:
+    return {"step": step, "task": t.task.key, "goal": t.task.task.goal, "success": t.success, "length": t.length,
+            "invalid": t.invalid, "actions": [s.action if s.valid else f"invalid: {s.completion.text[:80]!r}"
+                                              for s in t.steps]}
+
+
+__all__ = ["OnlineRL", "evaluate_tasks", "success_rate"]

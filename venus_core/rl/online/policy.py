@@ -1,0 +1,91 @@
+"""Policies that act in online rollouts: the model being trained, and scripted ones.
+
+`ModelPolicy` samples from π_θ in process (`rl.rollout.sample_groups`, one row per live episode)
+and returns the sampled token ids, which the learner scores: re-tokenising decoded text would not
+reproduce the sampled segmentation. Its `version` counts weight updates, so each trajectory
+records the policy that produced it (staleness). A cluster swaps it for a policy on the vLLM
+server behind the same protocol.
+
+`ScriptedPolicy` answers from a plan per task (the synthetic world's planner: `synth_plan`), with
+a seeded share of steps replaced by a malformed answer or a random click. It exercises the whole
+machinery (devices, rewards, advantages, success checks) with a known success rate and no model,
+for tests and the env-bound throughput benchmark.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from venus_core.actions import render_action
+from venus_core.actions.space import Action, Click, Finished
+from venus_core.envs.base import Task
+from venus_core.models.prompts import build_messages
+from venus_core.rl.online.rollout import Completion, StepRequest
+
+
+class ModelPolicy:
+    """π_θ sampled in process at `temperature` (the learner's log-probs use the same temperature)."""
+
+    def __init__(self, model: Any, processor: Any, *, temperature: float, max_new_tokens: int, seed: int,
+                 name: str = "policy") -> None:
+        self.model = model
+        self.processor = processor
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+        self.name = name
+        self.version = 0
+        self.calls = 0
+
+    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        from venus_core.rl.rollout import sample_groups
+
+        if not requests:
+            return []
+        prompts = [build_messages(r.image, r.prompt) for r in requests]
+        batch = sample_groups(self.model, self.processor, prompts, 1, self.max_new_tokens,
+                              temperature=self.temperature, seed=self.seed * 1_000_003 + self.calls)
+        self.calls += 1
+        lengths = batch.completion_mask.sum(dim=1).long().tolist()
+        return [Completion(text, tuple(int(t) for t in batch.completion_ids[i, :n].tolist()))
+                for i, (text, n) in enumerate(zip(batch.texts, lengths, strict=True))]
+
+
+def answer_text(action: Action, think: str = "") -> str:
+    """A well-formed UI-Venus navigation answer for `action`."""
+    return f"<think>{think}</think><action>{render_action(action)}</action><conclusion></conclusion>"
+
+
+class ScriptedPolicy:
+    """Plays each task's plan; a `noise` share of steps is malformed (invalid) or a random click."""
+
+    def __init__(self, plan: Callable[[Task], list[Action]], *, noise: float = 0.0, seed: int = 0,
+                 name: str = "scripted") -> None:
+        if not 0 <= noise <= 1:
+            raise ValueError(f"noise must be in [0, 1], got {noise}")
+        self.plan = plan
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.name = name
+        self.version = 0
+        self._step: dict[str, int] = {}
+        self._plans: dict[str, list[Action]] = {}
+
+    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        out = []
+        for r in requests:
+            k = self._step.get(r.episode, 0)
+            self._step[r.episode] = k + 1
+            if self.rng.random() < self.noise:
+                out.append(Completion("<action>Click(box=(" if self.rng.random() < 0.5 else
+                                      answer_text(Click(box=(self.rng.randint(0, 1000), self.rng.randint(0, 1000))))))
+                continue
+            task = r.task
+            plan = self._plans.setdefault(task.success_check or task.goal, self.plan(task))
+            out.append(Completion(answer_text(plan[k] if k < len(plan) else Finished(content=task.answer))))
+        return out
+
+
+__all__ = ["ModelPolicy", "ScriptedPolicy", "answer_text"]

@@ -1,0 +1,184 @@
+"""Runtime job `online_rl`: full-trajectory GRPO of one navigation specialist on live environments.
+
+    python -m venus_core.runtime.online_rl --domain mobile|web --spec AGENT --model CKPT_DIR \
+        --out DIR [--set k=v]
+
+Environments per domain: `mobile` plays synthetic-world tasks on simulated phones (levels
+`online_rl.levels`); with `online_rl.device_service: gateway` the phones are leased through the
+device service and driven over ADB through the gateway: from the lease registry at
+`$VENUS_DEVICE_REGISTRY` (a cluster's device pool, whose phones answer `venus-load`), else from a
+`SimPhoneFarm` this job starts on loopback (the laptop). `local` runs the phones in process. `web`
+plays MiniWoB++ tasks (`online_rl.web_tasks`) in headless Chromium contexts made in process
+(browsers are not leased through the gateway yet).
+
+The held-out tasks (never sampled for training: seeds from 900000) are played greedily before and
+after training; the report has both success rates per bucket with 95 % Wilson intervals and
+episode counts, the training curve (per-step success rate per bucket, reward, KL, entropy
+coefficient, reference moves, devices lost / replaced), the task pool's final state and sample
+trajectories. Writes `OUT/model/`, `OUT/metrics.jsonl` and `OUT/report.json`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from venus_core.config import AgentSpec
+from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.tracking import job_tracking
+from venus_core.train.tracker import JsonlTracker, Tracker
+
+JOB = "online_rl"
+DOMAINS = ("mobile", "web")
+REGISTRY_ENV = "VENUS_DEVICE_REGISTRY"
+
+
+def _phone_size(levels: Sequence[int]) -> tuple[int, int]:
+    from venus_core.data.synth.levels import level_spec
+
+    sizes = {level_spec(lv).mobile_size for lv in levels}
+    if len(sizes) != 1:
+        raise ValueError(f"online_rl.levels {list(levels)} have different screen sizes {sorted(sizes)}; "
+                         "one device pool serves one size")
+    return sizes.pop()
+
+
+@contextmanager
+def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[Any]]]:
+    """(task pool, env source, held-out tasks) of `domain`; everything started is stopped after."""
+    from venus_core.rl.online import TaskPool, held_out_tasks, sim_phone_tasks
+    from venus_core.rl.online.devices import LeasedEnvs, LocalEnvs, SimPhoneFarm
+
+    o = spec.online_rl
+    with ExitStack() as stack:
+        if domain == "mobile":
+            size = _phone_size(o.levels)
+            tasks = sim_phone_tasks(o.levels, range(o.train_tasks), size=size, max_steps=o.max_steps_per_episode)
+            held = held_out_tasks(o.task_pool, size=size, max_steps=o.max_steps_per_episode)
+            if o.device_service == "local":
+                from venus_core.envs import SimPhoneEnv
+
+                source: Any = LocalEnvs(lambda: SimPhoneEnv(transport="inprocess", size=size), "mobile")
+            elif os.environ.get(REGISTRY_ENV):
+                from venus_core.daas import DevicePool
+                from venus_core.envs import AdbServerProcess, RemoteSimPhoneEnv
+
+                adb = stack.enter_context(AdbServerProcess())
+                pool = DevicePool(os.environ[REGISTRY_ENV], f"online-rl-{domain}-{os.getpid()}",
+                                  wait=o.call_timeout_s, io_timeout=o.call_timeout_s)
+                source = LeasedEnvs(pool, lambda port: RemoteSimPhoneEnv(f"127.0.0.1:{port}", adb_port=adb.port),
+                                    labels={"size": f"{size[0]}x{size[1]}", "lang": "en"})
+            else:
+                farm = stack.enter_context(SimPhoneFarm(o.devices, size=size, io_timeout=o.call_timeout_s))
+                source = farm.env_source(f"online-rl-{domain}")
+        else:
+            source, tasks, held = _web(stack, spec)
+        stack.callback(source.close)
+        yield TaskPool(tasks, o.task_pool, seed=o.seed, held_out=held), source, held
+
+
+def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
+    from venus_core.envs import MiniWobEnv
+    from venus_core.rl.online import HELD_OUT_SEED_START, miniwob_tasks
+    from venus_core.rl.online.devices import LocalEnvs
+    from venus_core.rl.online.sources import pool_task
+
+    o = spec.online_rl
+    page = stack.enter_context(MiniWobEnv(wait_s=0.0))
+
+    def make(name: str, seed: int) -> Any:
+        return page.make_task(name, seed, max_steps=o.max_steps_per_episode)
+
+    per_name = max(1, o.train_tasks // len(o.web_tasks))
+    one_screen = lambda t: 2  # noqa: E731 - these MiniWoB tasks are one screen: an action, then Finished
+    tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=one_screen)
+    held = [pool_task("miniwob", make(o.web_tasks[i % len(o.web_tasks)], HELD_OUT_SEED_START + i), 2, "static")
+            for i in range(o.task_pool.held_out)]
+    return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web"), tasks, held
+
+
+def _by_bucket(result: Any) -> dict[str, Any]:
+    from venus_core.eval.results import rates_by
+
+    return rates_by(result.samples, "bucket", "success")
+
+
+def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tracker | None = None) -> dict[str, Any]:
+    """The job body (also called in process by tests)."""
+    from venus_core.models.loading import load_model, save_model
+    from venus_core.rl.online.loop import OnlineRL, success_rate
+
+    if domain not in DOMAINS:
+        raise ValueError(f"--domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
+    o = spec.online_rl
+    out.mkdir(parents=True, exist_ok=True)
+    prov = provenance(JOB, spec, [model_dir])
+    torch.manual_seed(o.seed)
+    random.seed(o.seed)
+    tracker = tracker or JsonlTracker(out / "metrics.jsonl")
+    tracker.log_params({"domain": domain, **{f"online_rl.{k}": v for k, v in o.model_dump(mode="json").items()}})
+    model, processor = load_model(model_dir, spec.model)
+    model.eval()
+    t0 = time.perf_counter()
+    with open_domain(spec, domain) as (pool, source, held):
+        trainer = OnlineRL(model, processor, o, pool, source, tracker, eval_batch_size=spec.eval.batch_size)
+        before = trainer.evaluate(model, held, "before") if held else None
+        t_eval = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        history = trainer.train(o.steps, held_out=held)
+        t_train = time.perf_counter() - t1
+        after = trainer.evaluate(model, held, "after") if held else None
+        pool_report = pool.report()
+        devices = dict(source.stats)
+    report: dict[str, Any] = {
+        "provenance": prov, "domain": domain, "steps": o.steps,
+        "held_out": None if before is None else {
+            "tasks": len(held), "before": before.summary["success"], "after": after.summary["success"],  # type: ignore[union-attr]
+            "before_by_bucket": _by_bucket(before), "after_by_bucket": _by_bucket(after),
+            "invalid_steps_before": before.summary["invalid_steps"], "invalid_steps_after": after.summary["invalid_steps"],  # type: ignore[union-attr]
+        },
+        "train_success_first": history[0].get("success_rate") if history else None,
+        "train_success_last": history[-1].get("success_rate") if history else None,
+        "rollouts": dict(trainer.totals), "devices": devices, "pool": pool_report,
+        "reference": {"moves": trainer.learner.ref_moves, "checks": trainer.checks},
+        "updates": trainer.learner.updates, "sample_trajectories": trainer.samples[-8:],
+        "seconds": {"train": round(t_train, 1), "eval_before": round(t_eval, 1)},
+        "torch_threads": torch.get_num_threads(),
+    }
+    if before is not None:
+        tracker.log_metrics({"held_out/success_before": success_rate(before),
+                             "held_out/success_after": success_rate(after)}, o.steps)  # type: ignore[arg-type]
+    save_model(model, processor, out / "model")
+    write_json_atomic(out / "report.json", report)
+    tracker.log_artifact(out / "report.json", "report.json")
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = job_parser(JOB, "Full-trajectory GRPO of one navigation specialist on live environments.")
+    p.add_argument("--domain", required=True, choices=DOMAINS)
+    p.add_argument("--model", required=True, help="HF checkpoint directory to start from (the offline specialist)")
+    args = p.parse_args(argv)
+    spec = load_job_spec(args)
+    out = Path(args.out)
+    with job_tracking(JOB, spec, out, section="online_rl", tags={"venus.domain": args.domain}) as tracker:
+        report = run(spec, args.domain, args.model, out, tracker=tracker)
+        tracker.record_provenance(report["provenance"])
+    h = report["held_out"]
+    if h:
+        b, a = h["before"], h["after"]
+        print(f"held-out success: {b['value']:.3f} [{b['ci95_low']:.3f}, {b['ci95_high']:.3f}] -> "
+              f"{a['value']:.3f} [{a['ci95_low']:.3f}, {a['ci95_high']:.3f}] (n={a['n']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
