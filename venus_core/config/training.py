@@ -229,7 +229,7 @@ class OnlineRLSpec(Section):
     history_len: int = Field(5, ge=0, description="previous (think, action) steps in the prompt (UI-Venus: 5)")
     call_timeout_s: float = Field(30.0, gt=0, description="limit of every env call (reset, step, success check)")
     micro_batch: int = Field(8, ge=1, description="step rows per forward/backward pass of the learner")
-    eval_every: int = Field(0, ge=0, description="steps between held-out evaluations (0: before and after only)")
+    staleness: int = Field(0, ge=0, description="rollout batches collected ahead of the learner (0: synchronous)")
     seed: int = Field(0, description="seed of sampling, task order and rollouts")
     reward: OnlineRewardSpec = Field(default_factory=OnlineRewardSpec, description="trajectory reward")
     kl: AdaptiveKLSpec = Field(default_factory=AdaptiveKLSpec, description="adaptive KL")

@@ -11,7 +11,8 @@ gradient is that of one batch). The entropy coefficient is annealed `λ_t = λ0�
 held-out tasks by `margin` (`move_reference`).
 
 Departures, deliberate: one optimizer update per rollout batch, so the ratio is 1 on its first
-pass (TRL's default; the clip matters once several updates use one batch); groups whose rewards
+pass (TRL's default) unless the steps carry behaviour log-probs (decoupled rollouts: the batch
+was sampled by older weights, and the ratio and its clip are taken against those); groups whose rewards
 are all equal (zero variance) or that kept fewer than two trajectories after device losses are
 skipped and counted; a step without sampled token ids (a scripted or replayed answer) is not
 trained on, and counted.
@@ -54,6 +55,15 @@ def score_group(group: Sequence[Trajectory], spec: OnlineRLSpec, eps: float = 1e
     if std < 1e-12:
         return GroupScore(rewards, [0.0] * len(group), "zero_variance")
     return GroupScore(rewards, [float(a) for a in (r - r.mean()) / (std + eps)], None)
+
+
+def _behaviour(chunk: Sequence[tuple[StepRecord, float]], like: torch.Tensor) -> torch.Tensor:
+    """The rows' behaviour log-probs as a [N, T] tensor shaped like `like` (0 past each row's end)."""
+    out = torch.zeros_like(like, requires_grad=False)
+    for i, (st, _) in enumerate(chunk):
+        vals = torch.tensor(st.behaviour_logp or [], dtype=like.dtype)
+        out[i, : len(vals)] = vals
+    return out
 
 
 class TrajectoryGRPO:
@@ -123,7 +133,8 @@ class TrajectoryGRPO:
                 with torch.no_grad():
                     ref_lp = sequence_logprobs(self.ref, batch, temperature=spec.temperature)[0]
             logp, ent = sequence_logprobs(self.model, batch, temperature=spec.temperature, with_entropy=True)
-            out = grpo_loss(logp, logp.detach(), ref_lp, torch.tensor([a for _, a in chunk]), batch.completion_mask,
+            old = _behaviour(chunk, logp) if all(st.behaviour_logp is not None for st, _ in chunk) else logp.detach()
+            out = grpo_loss(logp, old, ref_lp, torch.tensor([a for _, a in chunk]), batch.completion_mask,
                             clip_eps=spec.clip_eps, kl_coef=spec.kl.coef, entropy=ent, entropy_coef=coef)
             w = float(batch.completion_mask.sum()) / total_tokens
             (out.loss * w).backward()

@@ -7,26 +7,35 @@ outcomes (curriculum, set-aside), one `TrajectoryGRPO.update`. Every `kl.check_e
 success rate beats the reference's by `kl.margin`, the reference moves toward the policy
 (UI-Venus-1.5's adaptive KL) and its rate is measured again.
 
-Synchronous (staleness 0): rollouts use the weights of the last update. The decoupled rollout
-queue with bounded staleness is not built yet; every trajectory records its policy version so
-the learner could check it.
+`staleness = 0` is synchronous: each step collects its batch with the weights of the last update,
+then updates. `staleness >= 1` decouples them (`decoupled.RolloutWorker`): a worker thread with its
+own copy of the model collects batches ahead (at most `staleness` updates old), the learner
+publishes a weight snapshot after every update, and the ratio is taken against the behaviour
+log-probs the worker recorded. The worker is paused while the held-out tasks are played (they use
+the same devices).
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
+
 from venus_core.config.training import OnlineRLSpec
 from venus_core.eval.online import evaluate_online
 from venus_core.eval.predictors import LocalPredictor
 from venus_core.eval.results import EvalResult
+from venus_core.rl.online.decoupled import RolloutWorker, copy_weights
 from venus_core.rl.online.devices import EnvSource
 from venus_core.rl.online.learner import TrajectoryGRPO
 from venus_core.rl.online.policy import ModelPolicy
-from venus_core.rl.online.rollout import Trajectory, collect_groups
+from venus_core.rl.online.rollout import RolloutStats, Trajectory, collect_groups
+from venus_core.rl.rollout import completions_batch, sequence_logprobs
 from venus_core.rl.online.tasks import PoolTask, TaskPool
 from venus_core.train.tracker import Tracker
 
@@ -74,6 +83,13 @@ class OnlineRL:
         self.policy = ModelPolicy(model, processor, temperature=spec.temperature,
                                   max_new_tokens=spec.max_new_tokens, seed=spec.seed)
         self.learner = TrajectoryGRPO(model, processor, spec, micro_batch=spec.micro_batch)
+        self.rollout_policy = self.policy
+        self.worker: RolloutWorker[Any] | None = None
+        self._snapshot: tuple[int, dict[str, Any]] | None = None
+        self._pool_lock = threading.Lock()
+        if spec.staleness > 0:
+            self.rollout_policy = ModelPolicy(copy.deepcopy(model).eval(), processor, temperature=spec.temperature,
+                                              max_new_tokens=spec.max_new_tokens, seed=spec.seed, name="rollout")
         self.totals: Counter[str] = Counter()
         self.ref_rate: float | None = None
         self.checks: list[dict[str, Any]] = []
@@ -83,22 +99,60 @@ class OnlineRL:
         return evaluate_tasks(model, self.processor, tasks, self.source, devices=self.spec.devices,
                               max_new_tokens=self.spec.max_new_tokens, name=name, batch_size=self.eval_batch_size)
 
-    def step(self, step: int) -> dict[str, float]:
-        spec = self.spec
-        t0 = time.perf_counter()
-        tasks = self.pool.sample(spec.tasks_per_step)
-        groups, stats = collect_groups(tasks, spec.group_size, self.source, self.policy, devices=spec.devices,
+    def collect(self, version: int) -> tuple[list[list[Trajectory]], RolloutStats]:
+        """One batch of groups with the rollout policy (on the worker thread when decoupled)."""
+        spec, policy = self.spec, self.rollout_policy
+        if self.worker is not None and self._snapshot is not None and self._snapshot[0] > policy.version:
+            snap_version, weights = self._snapshot
+            policy.model.load_state_dict(weights)
+            policy.version = snap_version
+        with self._pool_lock:
+            tasks = self.pool.sample(spec.tasks_per_step)
+        groups, stats = collect_groups(tasks, spec.group_size, self.source, policy, devices=spec.devices,
                                        history_len=spec.history_len, call_timeout=spec.call_timeout_s)
-        for t, g in zip(tasks, groups, strict=True):
-            if g:
-                self.pool.record(t.key, [x.success for x in g])
+        with self._pool_lock:
+            for t, g in zip(tasks, groups, strict=True):
+                if g:
+                    self.pool.record(t.key, [x.success for x in g])
+        if self.worker is not None:
+            self._behaviour_logprobs(groups)
+        return groups, stats
+
+    @torch.no_grad()
+    def _behaviour_logprobs(self, groups: Sequence[Sequence[Trajectory]]) -> None:
+        """Score each sampled completion under the weights that sampled it (off-policy ratio)."""
+        from venus_core.models.prompts import build_messages
+
+        steps = [st for g in groups for t in g for st in t.steps if st.completion.token_ids]
+        for i in range(0, len(steps), self.spec.micro_batch):
+            chunk = steps[i : i + self.spec.micro_batch]
+            batch = completions_batch(self.processor, [build_messages(st.image, st.prompt) for st in chunk],
+                                      [st.completion.token_ids or () for st in chunk])
+            lp, _ = sequence_logprobs(self.rollout_policy.model, batch, temperature=self.spec.temperature)
+            for st, row, n in zip(chunk, lp, batch.completion_mask.sum(dim=1).long().tolist(), strict=True):
+                st.behaviour_logp = [float(x) for x in row[:n]]
+
+    def step(self, step: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        staleness = 0.0
+        if self.worker is not None:
+            stamped = self.worker.get(self.learner.updates)
+            (groups, stats), staleness = stamped.batch, float(self.learner.updates - stamped.version)
+        else:
+            groups, stats = self.collect(self.learner.updates)
         t1 = time.perf_counter()
         m = self.learner.update(groups)
         self.policy.version += int(m["updated"])
+        if self.worker is not None:
+            self._snapshot = (self.learner.updates, copy_weights(self.policy.model))
+            self.worker.publish(self.learner.updates)
+            m["rollout/learner_wait_s"] = t1 - t0
         m.update(self._rollout_metrics(groups, stats.to_dict()))
-        m.update({"time/rollout_s": t1 - t0, "time/update_s": time.perf_counter() - t1,
+        m.update({"time/rollout_s": t1 - t0, "time/update_s": time.perf_counter() - t1, "staleness": staleness,
                   "time/step_s": time.perf_counter() - t0, "policy_version": float(self.policy.version)})
-        for b, share in self.pool.report()["shares"].items():
+        with self._pool_lock:
+            shares = self.pool.report()["shares"]
+        for b, share in shares.items():
             m[f"pool/share/{b}"] = float(share)
         if groups and groups[0]:
             self.samples.append(_trajectory_summary(step, groups[0][0]))
@@ -150,12 +204,30 @@ class OnlineRL:
     def train(self, steps: int, *, held_out: Sequence[PoolTask] = (), start: int = 0,
               on_step: Callable[[int], None] | None = None) -> list[dict[str, float]]:
         history = []
-        for step in range(start, steps):
-            history.append(self.step(step))
-            if self.spec.kl.adaptive and (step + 1) % self.spec.kl.check_every == 0 and step + 1 < steps:
-                self.check_reference(step + 1, held_out)
-            if on_step is not None:
-                on_step(step + 1)
+        if self.spec.staleness > 0 and steps > start:
+            self.worker = RolloutWorker(self.collect, self.spec.staleness,
+                                        get_timeout=max(600.0, 20 * self.spec.call_timeout_s)).start()
+        t0 = time.perf_counter()
+        try:
+            for step in range(start, steps):
+                history.append(self.step(step))
+                if self.spec.kl.adaptive and (step + 1) % self.spec.kl.check_every == 0 and step + 1 < steps:
+                    if self.worker is not None:
+                        self.worker.pause()
+                    try:
+                        self.check_reference(step + 1, held_out)
+                    finally:
+                        if self.worker is not None:
+                            self.worker.resume()
+                if on_step is not None:
+                    on_step(step + 1)
+        finally:
+            if self.worker is not None:
+                self.worker.stop()
+                self.totals["dropped_stale"] += self.worker.dropped_stale
+                self.totals["learner_wait_ms"] += int(1000 * self.worker.wait_s)
+                self.worker = None
+        self.totals["train_ms"] += int(1000 * (time.perf_counter() - t0))
         return history
 
 

@@ -77,6 +77,7 @@ class StepRecord:
     action: str | None  # the rendered action when it parsed
     valid: bool
     error: str = ""
+    behaviour_logp: list[float] | None = None  # per completion token, under the weights that sampled it
 
 
 @dataclass
