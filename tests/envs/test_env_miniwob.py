@@ -5,6 +5,7 @@ imported back with the miniwob-traces importer to the same records)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from venus_core.data.validate import validate_dataset
 from venus_core.envs import EnvError, MiniWobEnv, Task
 from venus_core.envs.miniwob import parse_ref, task_names, task_ref
 from venus_core.envs.miniwob_collect import collect, run_oracle
-from venus_core.envs.miniwob_oracle import SOLVERS, Page, solver_for
+from venus_core.envs.miniwob_oracle import SOLVERS, OracleTimeout, Page, solver_for
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,39 @@ def test_original_episode_timer_ends_the_episode() -> None:
         MiniWobEnv(episode_ms=10)
 
 
+def _autocomplete(env: MiniWobEnv, option: str) -> Task:
+    """use-autocomplete seed 1 (\"Ce\"...\"lic\") with a jQuery UI autocomplete option changed."""
+    task = env.make_task("use-autocomplete", 1)
+    env.reset(task)
+    env.evaluate(f"() => {{ $('#tags').autocomplete('option', {option}); }}")
+    return task
+
+
+def test_autocomplete_oracle_waits_on_the_list_not_a_sleep(env: MiniWobEnv) -> None:
+    # the list opens 1.5 s after the last key, far beyond what the env's Wait (0.05 s here)
+    # covers: only a wait on the DOM finds it; the trajectory has the one Wait step regardless
+    _autocomplete(env, "'delay', 1500")
+    actions, shown = [], []
+    for step in solver_for("use-autocomplete")(Page(env)):
+        shown.append(env.evaluate("() => $('ul.ui-autocomplete li:visible').length"))
+        env.step(step.action)
+        actions.append(type(step.action).__name__)
+    assert actions == ["Click", "Type", "Wait", "Click", "Click"] and env.is_successful()
+    assert shown[:2] == [0, 0] and shown[2] >= 1  # the Wait is yielded once the list is there
+
+
+def test_autocomplete_oracle_times_out_with_a_typed_error(env: MiniWobEnv) -> None:
+    _autocomplete(env, "'source', []")  # the list never offers anything
+    solver = solver_for("use-autocomplete")(Page(env, timeout_ms=400))
+    env.step(next(solver).action)
+    env.step(next(solver).action)
+    t0 = time.perf_counter()
+    with pytest.raises(OracleTimeout, match=r"400 ms waiting for a suggestion that starts with "
+                                            r"\"Ce\" and ends with \"lic\""):
+        next(solver)
+    assert time.perf_counter() - t0 < 5
+
+
 @pytest.mark.slow
 def test_every_oracle_solves_its_task(env: MiniWobEnv) -> None:
     for name in sorted(SOLVERS):
@@ -104,7 +138,7 @@ def test_every_oracle_solves_its_task(env: MiniWobEnv) -> None:
 
 @pytest.mark.slow
 def test_collect_dataset_and_raw_traces_agree(tmp_path: Path) -> None:
-    tasks = ["click-checkboxes", "login-user"]  # no timing-dependent Wait steps (autocomplete has)
+    tasks = ["click-checkboxes", "login-user"]  # no waited-for menus (autocomplete has one)
     report = collect(tasks, 1, tmp_path / "ds", seed=20)
     assert report.attempted == {t: 1 for t in tasks} and report.written == sum(report.succeeded.values())
     assert report.written == 2 and validate_dataset(tmp_path / "ds").ok

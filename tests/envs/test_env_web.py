@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,6 +140,18 @@ def test_type_hotkey_and_enter_reach_the_focused_field(page: WebEnv) -> None:
     assert page.evaluate(value) == ""
     keys = [e[1:] for e in log(page, "key")]
     assert ["a", True] in keys and keys[-3:] == [["x", False], ["Backspace", False], ["Enter", False]]
+
+
+def test_wait_for_is_a_bounded_condition_wait(page: WebEnv) -> None:
+    page.evaluate("() => setTimeout(() => { window.late = 1; }, 400)")
+    t0 = time.perf_counter()
+    assert page.wait_for("() => window.late === 1", timeout_ms=5000)  # held after ~0.4 s
+    assert 0.35 <= time.perf_counter() - t0 < 4
+    t0 = time.perf_counter()
+    assert not page.wait_for("(v) => window.late === v", 2, timeout_ms=300)  # never: False
+    assert 0.25 <= time.perf_counter() - t0 < 4
+    with pytest.raises(ValueError, match="timeout_ms"):
+        page.wait_for("() => true", timeout_ms=0)
 
 
 def test_unsupported_actions_and_bad_urls(page: WebEnv) -> None:

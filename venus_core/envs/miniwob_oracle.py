@@ -11,7 +11,9 @@ action, executed by the env through real input events, and success is the page's
 A solver is a generator: it yields one `OracleStep` at a time and the caller executes it before
 asking for the next, so a solver sees the page after its previous action (an autocomplete menu
 that opened, a dialog that moved). Solvers raise `OracleError` when the page does not look as
-expected; the collector counts such episodes as failures.
+expected; the collector counts such episodes as failures. What a solver needs the page to show
+after an action (the autocomplete list) is waited for on the DOM with a bounded timeout
+(`Page.wait_for`, `OracleTimeout`), never by a fixed number of sleeps.
 
 Tasks: click-button, click-link, click-checkboxes, click-option, click-tab, click-dialog,
 focus-text, enter-text, enter-password, login-user, use-autocomplete (`SOLVERS`).
@@ -27,7 +29,8 @@ from venus_core.actions import Action, Click, Type, Wait, box_from_pixels
 from venus_core.envs.base import EnvError
 from venus_core.envs.miniwob import MiniWobEnv
 
-MAX_WAITS = 4
+WAIT_TIMEOUT_MS = 10_000  # the longest a solver waits for the page to show what it needs
+SUGGESTIONS = "ul.ui-autocomplete li"
 
 _BOXES_JS = """(selector) => Array.from(document.querySelectorAll(selector)).map((el) => {
   const rects = el.getClientRects();
@@ -41,10 +44,17 @@ _BOXES_JS = """(selector) => Array.from(document.querySelectorAll(selector)).map
           visible: r.width > 0 && r.height > 0 && style.visibility !== 'hidden'
                    && style.display !== 'none'};
 })"""
+# some visible element of `selector` (as `_BOXES_JS` sees it) has a text with `prefix` / `suffix`
+_SHOWN_JS = ("([selector, prefix, suffix]) => (" + _BOXES_JS + ")(selector).some((e) => e.visible"
+             " && e.text.startsWith(prefix) && e.text.endsWith(suffix))")
 
 
 class OracleError(EnvError):
     """The page does not look as the solver expects (the episode is counted as failed)."""
+
+
+class OracleTimeout(OracleError):
+    """What the solver waited for did not appear on the page within the timeout."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +86,9 @@ class OracleStep:
 class Page:
     """Read-only DOM access for the solvers (through the env's page)."""
 
-    def __init__(self, env: MiniWobEnv) -> None:
+    def __init__(self, env: MiniWobEnv, *, timeout_ms: int = WAIT_TIMEOUT_MS) -> None:
         self.env = env
+        self.timeout_ms = timeout_ms
 
     def query(self) -> str:
         return self.env.utterance()
@@ -86,6 +97,22 @@ class Page:
         found = self.env.evaluate(_BOXES_JS, selector)
         return [Element(**{k: v for k, v in e.items() if k != "visible"}) for e in found
                 if e["visible"]]
+
+    def matching(self, selector: str, prefix: str = "", suffix: str = "") -> list[Element]:
+        """Visible `selector` elements whose text starts with `prefix`, ends with `suffix`."""
+        return [e for e in self.elements(selector)
+                if e.text.startswith(prefix) and e.text.endswith(suffix)]
+
+    def wait_for(self, selector: str, what: str, prefix: str = "", suffix: str = "") -> None:
+        """Wait until `matching(selector, prefix, suffix)` is non-empty; OracleTimeout naming
+        `what` after `timeout_ms`.
+
+        A wait on the page's state, not a sleep: the page reacts to an action after a delay of
+        its own (jQuery UI opens the autocomplete list 300 ms after the last key, later on a
+        loaded machine), so a fixed sleep either races it or wastes time."""
+        if not self.env.wait_for(_SHOWN_JS, [selector, prefix, suffix], timeout_ms=self.timeout_ms):
+            raise OracleTimeout(f"timed out after {self.timeout_ms} ms waiting for {what} "
+                                f"({selector!r} on the page)")
 
     def one(self, selector: str, text: str | None = None) -> Element:
         found = [e for e in self.elements(selector) if text is None or e.text == text]
@@ -222,19 +249,17 @@ def login_user(page: Page) -> Iterator[OracleStep]:
 def use_autocomplete(page: Page) -> Iterator[OracleStep]:
     q = page.query()
     start, end = _quoted(q, r'starts with "(.*?)"(?: and ends with "(.*?)")?\.')
-    yield from _type_into(page, "#tags", start, "Tags field")
-    for _ in range(MAX_WAITS):
-        items = [e for e in page.elements("ul.ui-autocomplete li")
-                 if e.text.startswith(start) and (end is None or e.text.endswith(end))]
-        if items:
-            break
-        yield OracleStep(Wait(), "The suggestions have not appeared yet; I wait for them.",
-                         "Waited for the suggestion list.")
-    else:
-        raise OracleError(f"no suggestion starting with {start!r}"
-                          + (f" and ending with {end!r}" if end else ""))
-    choice = items[0]
     need = f"starts with \"{start}\"" + (f" and ends with \"{end}\"" if end else "")
+    yield from _type_into(page, "#tags", start, "Tags field")
+    # the list opens after a delay: wait on the DOM until it offers the entry, then one Wait step,
+    # so that the screenshot before the pick shows the list (the trajectory is the same each time)
+    page.wait_for(SUGGESTIONS, f"a suggestion that {need}", start, end or "")
+    yield OracleStep(Wait(), "The suggestion list opens a moment after typing; I wait for it.",
+                     "Waited for the suggestion list.")
+    items = page.matching(SUGGESTIONS, start, end or "")
+    if not items:
+        raise OracleError(f"the suggestion list no longer offers one that {need}")
+    choice = items[0]
     yield page.click(choice, f"The suggestion \"{choice.text}\" {need}; I pick it.",
                      f"Picked \"{choice.text}\".")
     yield _submit(page)

@@ -17,6 +17,8 @@ field first, unlike the phone's ADB keyboard: a browser user selects text to rep
 Hotkey -> keyboard.press of the chord ("ctrl" -> Control, "cmd" -> Meta, arrows, F-keys, ...);
 PressEnter -> Enter; Launch(url=) -> page.goto; Wait -> sleep `wait_s`; Finished / CallUser end
 the episode without touching the page.
+`wait_for` waits (bounded) on a JS predicate of the page, for callers that need the page to show
+something before they read it (the MiniWoB oracles), instead of sleeping.
 
 Choices the paper leaves open: Scroll direction is the finger's motion, the action space's
 convention (`synth.layout.scroll_by`): "up" moves the content up, i.e. reveals what is below
@@ -52,7 +54,7 @@ from venus_core.actions.space import (
     Type,
 )
 from venus_core.envs.base import Env, EnvError, Observation, Task, UnsupportedAction
-from venus_core.envs.browser import BrowserHost
+from venus_core.envs.browser import CALL_TIMEOUT_S, BrowserHost
 
 SUPPORTED = frozenset({"Click", "DoubleClick", "Hover", "LongPress", "Drag", "Scroll", "Type",
                        "Hotkey", "PressEnter", "Launch", "Wait", "Finished", "CallUser"})
@@ -68,6 +70,7 @@ KEY_NAMES = {"ctrl": "Control", "control": "Control", "cmd": "Meta", "command": 
 KEY_NAMES |= {f"f{i}": f"F{i}" for i in range(1, 13)}
 DRAG_STEPS = 8
 PAGE_TIMEOUT_MS = 90_000  # navigation / wait limit of a page (Playwright's default is 30 s)
+WAIT_POLL_MS = 20  # how often `wait_for` evaluates its predicate
 _WHEEL = {"up": (0, 1), "down": (0, -1), "left": (1, 0), "right": (-1, 0)}
 
 
@@ -139,6 +142,31 @@ class WebEnv(Env):
         """Evaluate a JS expression/function in the page (state reads for checks and oracles)."""
         self._check_open()
         return self.host.call(self.page.evaluate(script, arg))
+
+    def wait_for(self, script: str, arg: Any = None, *, timeout_ms: int) -> bool:
+        """Wait until the JS predicate `script(arg)` is truthy in the page: True, or False after
+        `timeout_ms` (the caller names what it awaited in its own error).
+
+        A condition wait, not a sleep: how long a page takes to react to an input (a debounced
+        handler, a menu that opens after a delay) has no fixed bound on a loaded machine, so the
+        page's own state is polled (Playwright's wait_for_function) for as long as it needs, up to
+        `timeout_ms`, and a fast page is not held back."""
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        self._check_open()
+        if not 0 < timeout_ms < CALL_TIMEOUT_S * 1000:
+            raise ValueError(f"WebEnv.wait_for: timeout_ms {timeout_ms} is outside "
+                             f"0..{CALL_TIMEOUT_S * 1000:g}")
+
+        async def run() -> bool:
+            try:
+                await self.page.wait_for_function(script, arg=arg, timeout=timeout_ms,
+                                                  polling=WAIT_POLL_MS)
+            except PlaywrightTimeout:
+                return False
+            return True
+
+        return self.host.call(run())
 
     def screenshot(self) -> Image.Image:
         self._check_open()
