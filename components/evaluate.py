@@ -20,6 +20,8 @@ def evaluate(
     grounding: Optional[Input[Model]] = None,
     mobile: Optional[Input[Model]] = None,
     web: Optional[Input[Model]] = None,
+    mobile_offline: Optional[Input[Model]] = None,
+    web_offline: Optional[Input[Model]] = None,
 ) -> None:
     """Evaluate every checkpoint of the run stage by stage (mid-trained, each specialist, merged) on
     the spec's eval.suites, or, when the spec lists none, on the scored mixture's validation split
@@ -38,7 +40,8 @@ def evaluate(
     with open(spec_file, "w", encoding="utf-8") as f:
         f.write(agent_spec)
     argv = ["--spec", spec_file, "--out", results.path, "--model", f"mid={os.path.join(mid.path, 'model')}"]
-    for name, specialist in (("grounding", grounding), ("mobile", mobile), ("web", web)):
+    for name, specialist in (("grounding", grounding), ("mobile_offline", mobile_offline), ("mobile", mobile),
+                             ("web_offline", web_offline), ("web", web)):
         if specialist is not None:
             argv += ["--model", f"{name}={os.path.join(specialist.path, 'model')}"]
     argv += ["--model", f"merged={os.path.join(merged.path, 'model')}"]

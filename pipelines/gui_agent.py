@@ -136,6 +136,8 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
             specialists[domain] = run("offline_rl", f"offline_rl: {domain}", **common, domain=domain,
                                       base=mid.outputs["model"], data=data.outputs["data"], lr=lr,
                                       max_steps=steps, kl_coef=kl)
+        offline = {f"{d}_offline": specialists[d].outputs["model"] for d in ONLINE_RL_DOMAINS
+                   if spec.online_rl.enabled and d in specialists}
         specialists = _online_rl(spec, run, specialists, agent_spec, overrides)
         models = {d: t.outputs["model"] for d, t in specialists.items()}
         merged = run("merge", "merge", **common, base=mid.outputs["model"], method=merge_method,
@@ -143,6 +145,6 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
         use_spec_suites = any(s.data for s in spec.eval.suites)
         run("evaluate", "evaluate", **common, mid=mid.outputs["model"], merged=merged.outputs["model"],
             use_spec_suites=use_spec_suites, limit=eval_limit,
-            **({} if use_spec_suites else {"data": data.outputs["data"]}), **models)
+            **({} if use_spec_suites else {"data": data.outputs["data"]}), **models, **offline)
 
     return gui_agent

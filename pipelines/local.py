@@ -126,7 +126,7 @@ def summarize(log: TaskLog, run_dir: Path | None) -> list[dict[str, Any]]:
                                  "seconds": info.get("seconds")}
         if run_dir is not None:
             entry.update(_outputs(run_dir / task))
-            if entry["stage"] == "offline_rl":
+            if entry["stage"] in ("offline_rl", "online_rl"):
                 entry["domain"] = _domain(entry["outputs"])
         stages.append(entry)
     return stages

@@ -82,8 +82,11 @@ def test_the_graph_runs_the_stages_in_order(compiled: dict[str, tuple[str, dict[
         "offline-rl": ["mid-train", "score-data"],
         "offline-rl-2": ["mid-train", "score-data"],
         "offline-rl-3": ["mid-train", "score-data"],
-        "merge": ["mid-train", "offline-rl", "offline-rl-2", "offline-rl-3"],
-        "evaluate": ["merge", "mid-train", "offline-rl", "offline-rl-2", "offline-rl-3", "score-data"],
+        "online-rl": ["offline-rl-2"],
+        "online-rl-2": ["offline-rl-3"],
+        "merge": ["mid-train", "offline-rl", "online-rl", "online-rl-2"],
+        "evaluate": ["merge", "mid-train", "offline-rl", "offline-rl-2", "offline-rl-3", "online-rl", "online-rl-2",
+                     "score-data"],
     }
     names = {name: t["taskInfo"]["name"] for name, t in tasks.items()}
     assert names["offline-rl-2"] == "offline_rl: mobile" and names["merge"] == "merge"
@@ -92,7 +95,10 @@ def test_the_graph_runs_the_stages_in_order(compiled: dict[str, tuple[str, dict[
                for n in ("offline-rl", "offline-rl-2", "offline-rl-3")}
     assert domains == {"grounding", "mobile", "web"}
     merge_in = tasks["merge"]["inputs"]["artifacts"]
-    assert merge_in["web"]["taskOutputArtifact"] == {"outputArtifactKey": "model", "producerTask": "offline-rl-3"}
+    assert merge_in["web"]["taskOutputArtifact"] == {"outputArtifactKey": "model", "producerTask": "online-rl-2"}
+    eval_in = tasks["evaluate"]["inputs"]["artifacts"]
+    assert eval_in["web_offline"]["taskOutputArtifact"]["producerTask"] == "offline-rl-3"
+    assert eval_in["web"]["taskOutputArtifact"]["producerTask"] == "online-rl-2"
 
 
 def test_ui_parameters_default_to_the_spec(compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:

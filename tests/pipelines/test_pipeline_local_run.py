@@ -24,7 +24,10 @@ SHRINK = [
     "mid_train.max_steps=2", "mid_train.batch_size=4", "mid_train.warmup_steps=0",
     "mid_train.save_every=2", "mid_train.eval_every=2", "eval.held_out=4", "eval.batch_size=4",
 ] + [f"offline_rl.{d}.{k}" for d in ("grounding", "mobile", "web")
-     for k in ("max_steps=1", "prompts_per_step=2", "group_size=2", "max_new_tokens=8")]
+     for k in ("max_steps=1", "prompts_per_step=2", "group_size=2", "max_new_tokens=8")] + [
+    "online_rl.steps=1", "online_rl.tasks_per_step=1", "online_rl.group_size=2", "online_rl.devices=2",
+    "online_rl.max_steps_per_episode=2", "online_rl.task_pool.held_out=2", "online_rl.train_tasks=4",
+    "online_rl.max_new_tokens=8", "online_rl.web_tasks=[click-button]"]
 
 
 def test_task_log_splits_the_kfp_local_stream_per_task() -> None:
@@ -84,10 +87,12 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     stages = summary["stages"]
     assert summary["status"] == "SUCCESS"
     assert summary["torch_threads"] == stage_threads()
-    assert [s["stage"] for s in stages] == ["score_data", "mid_train", "offline_rl", "offline_rl",
-                                            "offline_rl", "merge", "evaluate"]
+    names = [s["stage"] for s in stages]
+    assert names[:2] == ["score_data", "mid_train"] and names[-2:] == ["merge", "evaluate"]
+    assert sorted(names[2:-2]) == ["offline_rl"] * 3 + ["online_rl"] * 2
     assert all(s["status"] == "SUCCESS" and s["seconds"] > 0 for s in stages)
     assert sorted(s["domain"] for s in stages if s["stage"] == "offline_rl") == ["grounding", "mobile", "web"]
+    assert sorted(s["domain"] for s in stages if s["stage"] == "online_rl") == ["mobile", "web"]
     by_stage = {s["stage"]: s for s in stages}
     assert by_stage["mid_train"]["metrics"]["steps"] == 2
     assert by_stage["score_data"]["metrics"]["mixture_train_records"] > 0
@@ -98,5 +103,5 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     ev = by_stage["evaluate"]
     assert Path(ev["outputs"]["report"]).read_text().lstrip().lower().startswith("<!doctype html")
     models = {key.split("/")[0] for key in ev["metrics"]}
-    assert models == {"mid", "grounding", "mobile", "web", "merged"}
+    assert models == {"mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged"}
     assert json.loads((tmp_path / "summary.json").read_text())["stages"] == stages
