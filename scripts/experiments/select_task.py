@@ -42,6 +42,21 @@ def aligned_grid_board(rng: random.Random, *, labels: bool, n: int | None = None
     return BoardState(tuple(buttons))
 
 
+class _Print:
+    """Prints held-out rates as training logs them."""
+
+    def log_params(self, params: object) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict, step: int) -> None:  # type: ignore[type-arg]
+        shown = {k: round(v, 3) for k, v in metrics.items() if k.startswith("eval/") and k.endswith(("hit", "refusal"))}
+        if shown:
+            print(json.dumps({"l1_step": step, **shown}), flush=True)
+
+    def log_artifact(self, path: object, name: object = None) -> None:
+        pass
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -54,8 +69,23 @@ def main() -> None:
     ap.add_argument("--replay", type=float, default=0.2, help="share of level-0 records in the level-1 stage")
     ap.add_argument("--l1-coarse", type=int, default=0, help="snap level-1 targets to this grid's cell centres")
     ap.add_argument("--eval-limit", type=int, default=200)
+    ap.add_argument("--text-first", action="store_true",
+                    help="put the instruction before the screenshot in the user turn (image tokens can attend to it)")
     args = ap.parse_args()
 
+    if args.text_first:  # before anything imports build_messages by name
+        import venus_core.models.prompts as prompts
+
+        plain = prompts.build_messages
+
+        def text_first(image, prompt, answer=None):  # type: ignore[no-untyped-def]
+            msgs = plain(image, prompt, answer)
+            msgs[0]["content"] = msgs[0]["content"][::-1]
+            return msgs
+
+        prompts.build_messages = text_first  # type: ignore[assignment]
+
+    import venus_core.data.synth.generate as synth_generate
     import venus_core.data.synth.tasks as synth_tasks
     from venus_core.config.loader import load_spec
     from venus_core.data.synth import synthesize
@@ -66,8 +96,9 @@ def main() -> None:
     from venus_core.train.evaluate import evaluate_held_out
     from venus_core.train.sft import train_sft
 
-    if args.grid == 4:
+    if args.grid == 4:  # both modules that draw boards import it by name
         synth_tasks.grid_board = aligned_grid_board  # type: ignore[assignment]
+        synth_generate.grid_board = aligned_grid_board  # type: ignore[assignment]
     torch.set_num_threads(1)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -121,7 +152,7 @@ def main() -> None:
         train["grounding"] = train.get("grounding", []) + (pool * (1 + n_replay // max(1, len(pool))))[:n_replay]
     stage = Corpus(train=train, held_out=l1.held_out, sources=list(l1.sources))
     r = train_sft(model, processor, stage, GROUNDING_ONLY, cfg(args.l1_steps, 2, args.eval_every), env,
-                  ckpt_dir=work / "ck2", eval_limit=args.eval_limit)
+                  ckpt_dir=work / "ck2", eval_limit=args.eval_limit, tracker=_Print())
     for h in r.history:
         print(json.dumps({"l1": h}), flush=True)
     note("l1", r.rates, args.l1_steps)
