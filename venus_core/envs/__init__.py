@@ -5,7 +5,8 @@ Importing this package registers the backends (plugin module: `venus_core.envs`)
 - "sim-phone": `SimPhoneEnv(transport="adb"|"inprocess", size=, lang=, ...)`, the synthetic
   world served as an ADB device (real adb server + adbutils) or run in process;
 - "web": `WebEnv(size=, scale=, ...)`, a page in its own context of a shared headless Chromium;
-- "miniwob": `MiniWobEnv(scale=, episode_ms=, ...)`, MiniWoB++ tasks (the `miniwob` package's HTML).
+- "miniwob": `MiniWobEnv(scale=, episode_ms=, ...)`, MiniWoB++ tasks (the `miniwob` package's HTML);
+- "androidworld": `AndroidWorldEnv(url)`, AndroidWorld's containerized server (its emulator, tasks, scores).
 Modules: `base` (Env, Task, Observation, errors), `android` (action -> adb command mapping),
 `shells` (adbutils / in-process shells, private adb server), `sim_device` / `sim_shell`
 (the simulated phone's commands), `sim_server` + `adb_wire` (device side of the ADB protocol),
@@ -16,6 +17,7 @@ Modules: `base` (Env, Task, Observation, errors), `android` (action -> adb comma
 
 from venus_core.config.registry import ENVS
 from venus_core.data.synth import apps as _apps  # noqa: F401  (registers the synthetic apps)
+from venus_core.envs import androidworld as _androidworld  # noqa: F401  (registers "androidworld")
 from venus_core.envs.android import AndroidEnv
 from venus_core.envs.miniwob import MiniWobEnv
 from venus_core.envs.base import (

@@ -21,7 +21,7 @@ from venus_core.envs.base import DEFAULT_MAX_STEPS, Env, Task
 from venus_core.eval.online_common import open_envs, parse_items
 
 DEFAULT_TARGET = "sim-phone"
-ENV_NAMES = ("sim-phone", "miniwob")  # miniwob targets: venus_core.eval.online_web
+ENV_NAMES = ("sim-phone", "miniwob", "androidworld")  # miniwob: eval.online_web; androidworld: eval.online_aw
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,10 @@ def parse_target(text: str | None) -> Any:
         from venus_core.eval.online_web import parse_miniwob_target
 
         return parse_miniwob_target(text)
+    if env == "androidworld":
+        from venus_core.eval.online_aw import parse_aw_target
+
+        return parse_aw_target(text)
     if env not in ENV_NAMES:
         raise ValueError(f"online target {text!r}: unknown environment {env!r}; known: {', '.join(ENV_NAMES)}")
     known = {f.name for f in fields(OnlineTarget)}
@@ -92,10 +96,13 @@ def with_limit(target: Any, limit: int | None) -> Any:
 def target_tasks(target: Any) -> list[Task]:
     """The target's tasks, in order (deterministic)."""
     from venus_core.envs import synth_task
+    from venus_core.eval.online_aw import AndroidWorldTarget, aw_tasks
     from venus_core.eval.online_web import MiniWobTarget, miniwob_tasks
 
     if isinstance(target, MiniWobTarget):
         return miniwob_tasks(target)
+    if isinstance(target, AndroidWorldTarget):
+        return aw_tasks(target)
 
     return [synth_task(target.levels[i % len(target.levels)], target.seed + i, lang=target.lang,
                        size=(target.width, target.height), max_steps=target.max_steps)
@@ -105,10 +112,13 @@ def target_tasks(target: Any) -> list[Task]:
 def make_envs(target: Any) -> list[Env]:
     """`target.envs` environments (never more than there are episodes); the caller closes them."""
     from venus_core.envs import SimPhoneEnv
+    from venus_core.eval.online_aw import AndroidWorldTarget, aw_envs
     from venus_core.eval.online_web import MiniWobTarget, miniwob_envs
 
     if isinstance(target, MiniWobTarget):
         return miniwob_envs(target)
+    if isinstance(target, AndroidWorldTarget):
+        return aw_envs(target)
 
     return open_envs(min(target.envs, target.episodes),
                      lambda: SimPhoneEnv(transport=target.transport, size=(target.width, target.height),  # type: ignore[arg-type]
