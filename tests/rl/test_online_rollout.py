@@ -157,3 +157,51 @@ def test_a_device_that_stops_answering_times_out_and_the_run_continues(tasks: li
     assert source.stats["failed"] == 1 and source.stats["made"] == 2
     assert sum(len(g) for g in groups) == 3 and all(t.success for g in groups for t in g)
     assert wall < 20  # bounded by the timeout, not by the hung call
+
+
+class _RestartGatewayAfter(_KillAfter):
+    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        self.calls += 1
+        if self.calls == self.n and self.killed is None:
+            self.farm.restart_gateway()
+            self.killed = "gateway"
+        return self.inner.act(requests)
+
+
+@needs_adb
+def test_a_gateway_restart_mid_run_loses_only_the_episodes_in_flight() -> None:
+    tasks = sim_phone_tasks([4], range(3), size=SIZE)
+    with SimPhoneFarm(3, size=SIZE, io_timeout=5) as farm:
+        source = farm.env_source()
+        policy = _RestartGatewayAfter(ScriptedPolicy(synth_plan), farm, n=2)
+        groups, stats = collect_groups(tasks, 2, source, policy, devices=2, call_timeout=5)
+        assert farm.leased() == 0  # nothing leaked across the restart
+        # the restarted gateway serves new leases
+        again, stats2 = collect_groups(tasks[:1], 1, farm.env_source("after"), ScriptedPolicy(synth_plan), devices=1)
+    assert policy.killed == "gateway"
+    kept = sum(len(g) for g in groups)
+    assert kept + sum(stats.losses.values()) == 2 * len(tasks)
+    assert all(t.success for g in groups for t in g)
+    assert again[0][0].success and not stats2.losses
+
+
+class _KillAll(_KillAfter):
+    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        self.calls += 1
+        if self.calls == self.n and self.killed is None:
+            for i in range(len(self.farm.servers)):
+                self.farm.kill(i)
+            self.killed = "all"
+        return self.inner.act(requests)
+
+
+@needs_adb
+def test_when_every_device_dies_the_rest_is_counted_lost_not_hung() -> None:
+    tasks = sim_phone_tasks([4], range(2), size=SIZE)
+    with SimPhoneFarm(2, size=SIZE, io_timeout=1) as farm:
+        source = farm.env_source()
+        groups, stats = collect_groups(tasks, 2, source, _KillAll(ScriptedPolicy(synth_plan), farm, n=2),
+                                       devices=2, call_timeout=3)
+        assert farm.leased() == 0
+    assert sum(len(g) for g in groups) + sum(stats.losses.values()) == 4
+    assert stats.losses["no_device"] >= 1 and len(stats.retired) == 2

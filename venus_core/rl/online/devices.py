@@ -9,7 +9,10 @@ release, failure and replacement is counted in `stats`, so a run's losses are re
 
 `SimPhoneFarm` is the laptop stand-in for the cluster's emulator pool: N simulated phones, each
 served over the real ADB protocol (`SimAdbServer`), registered with an in-process lease registry
-behind a device gateway on loopback, and one private Debian `adb` server. Envs on it are
+behind a device gateway on loopback, and one private Debian `adb` server. The registry probes a
+phone (an ADB handshake) before leasing it; a phone reported broken is quarantined and probed
+again after `recheck_after` seconds, so a phone that only lost its tunnel (a gateway restart)
+comes back, and one that died stays out. Envs on it are
 `RemoteSimPhoneEnv`s on a local port forwarded through the gateway by the SDK (`Lease.forward`),
 so a rollout takes exactly the path it takes against emulator pods: lease -> gateway -> ADB.
 """
@@ -25,8 +28,18 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Protocol, Self
 
-from venus_core.daas import DevicePool, DeviceSpec, DeviceTable, Gateway, GatewayThread, LeaseRegistry, TokenSigner
+from venus_core.daas import (
+    DevicePool,
+    DeviceSpec,
+    DeviceTable,
+    Gateway,
+    GatewayConfig,
+    GatewayThread,
+    LeaseRegistry,
+    TokenSigner,
+)
 from venus_core.daas.client import Lease
+from venus_core.daas.probes import probe_device
 from venus_core.envs.base import Env
 
 
@@ -165,10 +178,13 @@ class SimPhoneFarm:
     lang: str = "en"
     ttl: float = 30.0
     io_timeout: float = 15.0
+    recheck_after: float = 2.0  # a quarantined phone is probed (ADB handshake) again after this
     servers: list = field(default_factory=list)  # SimAdbServer per device
     registry: LeaseRegistry | None = None
     gateway: GatewayThread | None = None
     adb: object | None = None  # AdbServerProcess
+    _signer: TokenSigner | None = None
+    _table: DeviceTable | None = None
 
     def start(self) -> Self:
         from venus_core.data.synth.tasks import get_phone
@@ -184,10 +200,12 @@ class SimPhoneFarm:
                 srv = SimAdbServer(dev).start()
                 self.servers.append(srv)
                 specs.append(DeviceSpec(f"sim-{i}", "android", "local", "127.0.0.1", srv.port, labels=self.labels))
-            signer = TokenSigner(secrets.token_bytes(32))
-            self.gateway = GatewayThread(Gateway(DeviceTable(specs), signer)).start()
+            signer = self._signer = TokenSigner(secrets.token_bytes(32))
+            self._table = DeviceTable(specs)
+            self.gateway = GatewayThread(Gateway(self._table, signer)).start()
             self.registry = LeaseRegistry(specs, signer, [f"127.0.0.1:{self.gateway.port}"], ttl=self.ttl,
-                                          probe=None, reap_interval=0.2).start()
+                                          probe=probe_device, recheck_after=self.recheck_after,
+                                          reap_interval=0.2).start()
             self.registry.on_end.append(self.gateway.revoke)
             self.adb = AdbServerProcess().start()
         except BaseException:
@@ -213,6 +231,14 @@ class SimPhoneFarm:
 
     def leased(self) -> int:
         return int(self.registry.status()["leased"]) if self.registry is not None else 0
+
+    def restart_gateway(self) -> None:
+        """Stop the gateway and start a new one on the same port (its tunnels drop; leases stay)."""
+        assert self.gateway is not None and self.registry is not None and self._table is not None
+        port = self.gateway.port
+        self.gateway.stop()
+        self.gateway = GatewayThread(Gateway(self._table, self._signer, GatewayConfig(port=port))).start()  # type: ignore[arg-type]
+        self.registry.on_end[:] = [self.gateway.revoke]
 
     def kill(self, index: int) -> None:
         """Stop device `index`'s ADB server (a device that dies; for fault tests)."""

@@ -113,6 +113,8 @@ class RolloutStats:
     policy_steps: int = 0  # answers produced (valid or not)
     rounds: int = 0
     reset_retries: int = 0  # episodes run again on a fresh env after their reset failed
+    replaced: int = 0  # broken envs replaced by fresh ones
+    retired: list[str] = field(default_factory=list)  # slots that got no replacement, and why
     wall_s: float = 0.0
     policy_s: float = 0.0
     env_s: float = 0.0
@@ -121,7 +123,8 @@ class RolloutStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {"episodes": self.episodes, "env_steps": self.env_steps, "policy_steps": self.policy_steps,
-                "rounds": self.rounds, "reset_retries": self.reset_retries, "wall_s": round(self.wall_s, 3), "policy_s": round(self.policy_s, 3),
+                "rounds": self.rounds, "reset_retries": self.reset_retries,
+                "replaced": self.replaced, "retired": list(self.retired), "wall_s": round(self.wall_s, 3), "policy_s": round(self.policy_s, 3),
                 "env_s": round(self.env_s, 3), "lost": sum(self.losses.values()), "lost_by": dict(self.losses),
                 "lost_reasons": [f"{e}: {r}"[:200] for e, r in self.lost[:10]]}
 
@@ -131,7 +134,7 @@ class _Slot:
 
     def __init__(self, source: EnvSource) -> None:
         self.source = source
-        self.env: Env = source.acquire()
+        self.env: Env | None = source.acquire()  # None: no replacement could be had (slot retired)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="venus-rollout-env")
         self.traj: Trajectory | None = None
         self.obs: Observation | None = None
@@ -140,16 +143,25 @@ class _Slot:
     def submit(self, fn: Any, *args: Any) -> Future[Any]:
         return self.pool.submit(fn, *args)
 
-    def replace(self, reason: str) -> None:
-        """Give the env back as broken and continue on a fresh one (a hung call keeps its thread)."""
+    def replace(self, reason: str, stats: RolloutStats) -> None:
+        """Give the env back as broken and continue on a fresh one (a hung call keeps its thread);
+        when the source has none to give, the slot retires (counted) and the others go on."""
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.source.release(self.env, failed=reason)
+        env, self.env = self.env, None
+        if env is not None:
+            self.source.release(env, failed=reason)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="venus-rollout-env")
-        self.env = self.source.acquire()
+        try:
+            self.env = self.source.acquire()
+            stats.replaced += 1
+        except Exception as exc:  # noqa: BLE001 - no device to replace it with: run on with fewer
+            stats.retired.append(f"{type(exc).__name__}: {exc}"[:200])
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.source.release(self.env)
+        if self.env is not None:
+            self.source.release(self.env)
+            self.env = None
 
 
 def _texts(answer: str) -> tuple[str, str]:
@@ -194,10 +206,16 @@ def collect_groups(
             slots.append(_Slot(source))
         while True:
             for slot in slots:
-                if slot.traj is None and queue:
+                if slot.env is not None and slot.traj is None and queue:
                     _start(slot, tasks, queue, finished, stats, policy, call_timeout)
             live = [s for s in slots if s.traj is not None]
             if not live:
+                while queue:  # every slot retired: what is left cannot run now
+                    i, r = queue.popleft()
+                    traj = Trajectory(tasks[i], r, policy.version, i, lost="no device available")
+                    stats.losses["no_device"] += 1
+                    stats.lost.append((traj.episode, traj.lost or ""))
+                    finished[(i, r)] = traj
                 break
             _round(live, policy, stats, finished, history_len, call_timeout)
     finally:
@@ -214,7 +232,7 @@ def collect_groups(
 def _start(slot: _Slot, tasks: Sequence[PoolTask], queue: deque[tuple[int, int]],
            finished: dict[tuple[int, int], Trajectory], stats: RolloutStats, policy: Policy,
            call_timeout: float) -> None:
-    while queue:
+    while queue and slot.env is not None:
         i, r = queue.popleft()
         traj = Trajectory(tasks[i], r, policy.version, i)
         t0 = time.perf_counter()
@@ -224,7 +242,7 @@ def _start(slot: _Slot, tasks: Sequence[PoolTask], queue: deque[tuple[int, int]]
             slot.traj, slot.obs, slot.reset_tries = traj, obs, 0
             stats.episodes += 1
             return
-        slot.replace(f"reset failed: {err}")
+        slot.replace(f"reset failed: {err}", stats)
         if slot.reset_tries == 0:  # no policy work lost yet: run this episode again
             slot.reset_tries += 1
             stats.reset_retries += 1
@@ -241,7 +259,7 @@ def _round(live: list[_Slot], policy: Policy, stats: RolloutStats, finished: dic
            history_len: int, call_timeout: float) -> None:
     requests = []
     for s in live:
-        assert s.traj is not None and s.obs is not None
+        assert s.traj is not None and s.obs is not None and s.env is not None
         prompt = navigation_prompt(s.traj.task.task.goal, s.traj.history[-history_len:], s.env.platform)  # type: ignore[arg-type]
         requests.append(StepRequest(s.traj.episode, s.obs.screenshot, prompt, s.traj.task.task))
     t0 = time.perf_counter()
@@ -254,6 +272,7 @@ def _round(live: list[_Slot], policy: Policy, stats: RolloutStats, finished: dic
     t1 = time.perf_counter()
     pending: list[tuple[_Slot, StepRecord, Future[Any] | None]] = []
     for s, req, ans in zip(live, requests, answers, strict=True):
+        assert s.env is not None
         action = predicted_action(ans.text, s.env.platform)
         rec = StepRecord(req.image, req.prompt, ans, render_action(action) if action is not None else None,
                          action is not None)
@@ -282,6 +301,7 @@ def _round(live: list[_Slot], policy: Policy, stats: RolloutStats, finished: dic
         if not done and traj.length >= traj.task.task.max_steps:  # invalid steps count toward the limit
             done, traj.truncated = True, True
         if done:
+            assert s.env is not None
             ok, err = _result(s.submit(s.env.is_successful), call_timeout)
             if err is not None:
                 _lose(s, finished, stats, "success_check", err)
@@ -300,7 +320,7 @@ def _lose(slot: _Slot, finished: dict[tuple[int, int], Trajectory], stats: Rollo
     stats.lost.append((traj.episode, traj.lost))
     finished[(traj.index, traj.replica)] = traj
     slot.traj, slot.obs = None, None
-    slot.replace(traj.lost)
+    slot.replace(traj.lost, stats)
 
 
 __all__ = ["Completion", "Policy", "RolloutStats", "StepRecord", "StepRequest", "Trajectory", "collect_groups"]
