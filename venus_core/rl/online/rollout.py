@@ -56,10 +56,13 @@ class StepRequest:
 
 @dataclass(frozen=True)
 class Completion:
-    """A policy's answer; `token_ids` are the sampled ids (None for scripted policies)."""
+    """A policy's answer; `token_ids` are the sampled ids (None for scripted policies) and
+    `logprobs` their log-probabilities under the sampling distribution, when the backend reports
+    them (a generation server does; they become the steps' behaviour log-probs)."""
 
     text: str
     token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
 
 
 class Policy(Protocol):
@@ -275,7 +278,7 @@ def _round(live: list[_Slot], policy: Policy, stats: RolloutStats, finished: dic
         assert s.env is not None
         action = predicted_action(ans.text, s.env.platform)
         rec = StepRecord(req.image, req.prompt, ans, render_action(action) if action is not None else None,
-                         action is not None)
+                         action is not None, behaviour_logp=list(ans.logprobs) if ans.logprobs is not None else None)
         pending.append((s, rec, s.submit(s.env.step, action) if action is not None else None))
     for s, rec, fut in pending:
         traj = s.traj
