@@ -2,6 +2,7 @@
 
     venus serve --model M [--name NAME] [--host 127.0.0.1] [--port 8000] [--max-batch 8]
                 [--batch-wait-ms 5] [--spec agent.yaml --set model.dtype=float32 ...]
+                [--allow-load-weights] [--return-tokens-as-token-ids]
 
 `--model` is a Hugging Face checkpoint directory (Qwen2.5-VL / Qwen3-VL / Qwen3-VL-MoE), `bootstrap`
 (the shipped pre-trained tiny checkpoint) or `tiny` (the randomly initialised tiny default, built
@@ -9,7 +10,11 @@ into `--tiny-dir`). The served model id is `--name` (default: `tiny`, `bootstrap
 name); clients such as `venus eval grounding --base-url http://HOST:PORT/v1 --model NAME` use it.
 The laptop / CI stand-in for a vLLM server (see `venus_core.models.server`): replies carry `usage`,
 and `n`, `stream` (Server-Sent Events) and `logprobs` / `top_logprobs` work as in the OpenAI API, so
-the official `openai` client and RL rollouts (which need per-token logprobs) can use it. Prints one
+the official `openai` client and RL rollouts (which need per-token logprobs) can use it; RL rollouts
+(`rl.online.policy_http.ServerPolicy`) also send vLLM's `return_tokens_as_token_ids` (the flag makes
+it the default, as in vLLM) and, with `--allow-load-weights` (off by default, like vLLM's dev-mode
+routes: it lets any client make the server read a directory), reload weights with
+POST /v1/load_weights {"path": DIR} between batches. Prints one
 line with the URL once listening (port 0 picks a free port), then runs until SIGINT / SIGTERM.
 """
 
@@ -42,12 +47,17 @@ def register(app: typer.Typer) -> None:
         device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda:0")] = "cpu",
         threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's)")] = None,
         log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+        allow_load_weights: Annotated[bool, typer.Option(help="enable POST /v1/load_weights (online RL)")] = False,
+        return_tokens_as_token_ids: Annotated[bool, typer.Option(
+            help="logprobs name tokens as token_id:<id> unless a request says otherwise (vLLM's flag)")] = False,
     ) -> None:
         """Serve a model over the OpenAI chat-completions API (text + image data URLs), batching requests."""
         import torch
 
         from venus_core.config import AgentSpec, SpecError, load_spec
         from venus_core.models.loading import load_model
+        from venus_core.models.serve_runner import logits_size
+        from venus_core.models.serve_weights import WeightReloader
         from venus_core.models.server import bind, create_app, serve, transformers_runner
         from venus_core.train.base import BOOTSTRAP_DIR
 
@@ -69,7 +79,9 @@ def register(app: typer.Typer) -> None:
         except (OSError, ValueError) as exc:
             fail(f"--model {model!r}: {exc}")
         app = create_app(transformers_runner(loaded, processor), served, max_batch=max_batch,
-                         batch_wait_ms=batch_wait_ms, max_tokens_limit=max_tokens_limit)
+                         batch_wait_ms=batch_wait_ms, max_tokens_limit=max_tokens_limit,
+                         vocab_size=logits_size(loaded), return_tokens_as_token_ids=return_tokens_as_token_ids,
+                         weights=WeightReloader(loaded) if allow_load_weights else None)
         bound_host, bound_port = sock.getsockname()[:2]
         out_console.print(f"serving {served} at http://{bound_host}:{bound_port}/v1 (max batch {max_batch})")
         sys.stdout.flush()

@@ -43,7 +43,9 @@ def resolve_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
         raise ValueError(f"model.dtype must be one of auto, {', '.join(_DTYPES)}; got {dtype!r}") from None
 
 
-def _check_checkpoint(path: Path, architecture: str) -> None:
+def check_checkpoint(path: Path, architecture: str) -> None:
+    """A loadable HF directory for `architecture`: config.json with the right model_type and
+    safetensors weights (pickles are named and refused); FileNotFoundError / ValueError otherwise."""
     if not path.is_dir():
         raise FileNotFoundError(f"model directory not found: {path}")
     cfg_file = path / "config.json"
@@ -89,7 +91,7 @@ def load_model(
     else:
         path = Path(path_or_tiny)
         architecture = model_spec.architecture
-    _check_checkpoint(path, architecture)
+    check_checkpoint(path, architecture)
     dtype = resolve_dtype(model_spec.dtype, device)
     model = AutoModelForImageTextToText.from_pretrained(
         path,
@@ -159,4 +161,4 @@ def save_model(model: PreTrainedModel, processor: ProcessorMixin, out_dir: str |
     return out
 
 
-__all__ = ["ARCHITECTURE_MODEL_TYPES", "load_model", "resolve_dtype", "save_model", "tiny_spec_of"]
+__all__ = ["ARCHITECTURE_MODEL_TYPES", "check_checkpoint", "load_model", "resolve_dtype", "save_model", "tiny_spec_of"]

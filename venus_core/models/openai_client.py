@@ -228,15 +228,20 @@ class ChatClient:
             self._local.session = session
         return session
 
-    def post_once(self, body: dict[str, Any], label: str = "request") -> list[str]:
-        """One HTTP attempt; the choices' texts, or ChatError (with `retryable` set)."""
+    def post_json(self, body: dict[str, Any], label: str = "request", *, path: str = "/chat/completions",
+                  timeout_s: float | None = None) -> Any:
+        """One HTTP POST of `body` to `base_url + path`; the reply's JSON, or ChatError (with
+        `retryable` set: connection errors, timeouts, 429 and 5xx; a reply that is not JSON as
+        `retry_malformed` says)."""
         with self._lock:
             self.calls += 1
-        where = f"{self.url}: {label}"
+        url = self.base_url + path
+        where = f"{url}: {label}"
+        timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
-            resp = self._session().post(self.url, data=json.dumps(body), timeout=self.timeout_s)
+            resp = self._session().post(url, data=json.dumps(body), timeout=timeout)
         except requests.Timeout as exc:
-            raise ChatError(f"{where}: timeout after {self.timeout_s}s ({type(exc).__name__})", retryable=True) from None
+            raise ChatError(f"{where}: timeout after {timeout}s ({type(exc).__name__})", retryable=True) from None
         except requests.ConnectionError as exc:
             raise ChatError(f"{where}: connection error: {exc}", retryable=True) from None
         except requests.RequestException as exc:
@@ -248,9 +253,18 @@ class ChatClient:
                             status=resp.status_code,
                             retry_after=retry_after_seconds(resp.headers.get("Retry-After")))
         try:
-            return completion_texts(json.loads(resp.content))
+            return json.loads(resp.content)
         except ValueError as exc:
-            raise ChatError(f"{where}: malformed chat completion ({exc}): {resp.content[:200]!r}",
+            raise ChatError(f"{where}: reply is not JSON ({exc}): {resp.content[:200]!r}",
+                            retryable=self.retry_malformed, status=200) from None
+
+    def post_once(self, body: dict[str, Any], label: str = "request") -> list[str]:
+        """One HTTP attempt; the choices' texts, or ChatError (with `retryable` set)."""
+        payload = self.post_json(body, label)
+        try:
+            return completion_texts(payload)
+        except ValueError as exc:
+            raise ChatError(f"{self.url}: {label}: malformed chat completion ({exc}): {str(payload)[:200]!r}",
                             retryable=self.retry_malformed, status=200) from None
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
@@ -277,6 +291,24 @@ class ChatClient:
                 last = exc
             except retry_on as exc:  # the caller's validation of the text rejected the reply
                 last = ChatError(f"{self.url}: {label}: reply rejected: {exc}", retryable=True)
+            if attempt < self.max_retries:
+                with self._lock:
+                    self.retries += 1
+                self.sleep(self.backoff(attempt, last.retry_after))
+        assert last is not None
+        raise ChatGaveUp(last, self.max_retries + 1)
+
+    def request_json(self, body: dict[str, Any], *, label: str = "request") -> Any:
+        """`post_json` of a chat-completions body with the retries of `request`: the whole reply (for
+        callers that need more than the texts: logprobs, finish reasons)."""
+        last: ChatError | None = None
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self.post_json(body, label)
+            except ChatError as exc:
+                if not exc.retryable:
+                    raise
+                last = exc
             if attempt < self.max_retries:
                 with self._lock:
                     self.retries += 1

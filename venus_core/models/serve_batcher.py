@@ -96,6 +96,11 @@ class Batcher:
         await self._queue.put(_Pending(list(rows), sampling, future))
         return await future
 
+    async def exclusive(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the generation thread, between batches: no batch runs while it does (a weight
+        reload: no request sees half-loaded weights). Batches collected meanwhile run after it."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn)
+
     async def _collect(self) -> list[_Pending]:
         assert self._queue is not None
         loop = asyncio.get_running_loop()

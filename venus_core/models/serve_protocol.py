@@ -6,12 +6,18 @@ and this can be tested in milliseconds without a model. The subset accepted is w
 sends and what vLLM accepts for Qwen-VL: system / user / assistant turns, text parts, images as
 base64 data URLs (no remote URLs: a training cluster's server should not fetch from the internet),
 `max_tokens` (or `max_completion_tokens`), `temperature`, `top_p`, `n`, `seed`, `stop`, `stream`
-(with `stream_options.include_usage`), `logprobs` / `top_logprobs` (0 to 20, as OpenAI), and vLLM's
-`repetition_penalty` extra. Fields a transformers stand-in cannot honour (tools, penalties other
-than 0) are rejected by name instead of being silently ignored; fields that do not change the output
-(`user`) are accepted. Departure from vLLM: `response_format` json_object is accepted but not
-enforced (no guided decoding); clients must parse strictly, as the judge does. The reply side
-(completion and chunk bodies, usage, logprobs) is `serve_responses`.
+(with `stream_options.include_usage`), `logprobs` / `top_logprobs` (0 to 20, as OpenAI), `logit_bias`
+(token id -> bias in [-100, 100], added to the logits before penalties and temperature, as vLLM does;
+RL rollouts send -100 for the tokens the learner's sampler suppresses), and vLLM's extras
+`repetition_penalty`, `top_k` (-1 or 0: all tokens), `min_p` (0 only) and `return_tokens_as_token_ids`
+(with logprobs on, every logprobs token reads `token_id:<id>`; without logprobs it changes nothing,
+as in vLLM). RL clients send `top_k` / `min_p` explicitly because vLLM fills fields a request leaves
+out from the checkpoint's generation_config.json (Qwen-VL's has a small top_k). Fields a
+transformers stand-in cannot honour (tools, penalties other than 0) are rejected by name instead of
+being silently ignored; fields that do not change the output (`user`) are accepted. Departure
+from vLLM: `response_format` json_object is accepted but not enforced (no guided decoding); clients
+must parse strictly, as the judge does. The reply side (completion and chunk bodies, usage,
+logprobs) is `serve_responses`.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ MAX_IMAGE_BYTES = 32 << 20
 _DATA_URL = re.compile(r"data:(image/[A-Za-z0-9.+-]+)?(;[^,]*)?;base64,(.*)", re.DOTALL)
 _ACCEPTED = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "seed",
              "stop", "stream", "repetition_penalty", "response_format", "user", "presence_penalty",
-             "frequency_penalty", "logprobs", "top_logprobs", "tools", "tool_choice", "stream_options"}
+             "frequency_penalty", "logprobs", "top_logprobs", "tools", "tool_choice", "stream_options",
+             "logit_bias", "return_tokens_as_token_ids", "top_k", "min_p"}
+MAX_LOGIT_BIAS = 100.0  # OpenAI's range for logit_bias values: [-100, 100]
 
 
 class BadRequest(ValueError):
@@ -60,7 +68,8 @@ class Sampling:
     """Decoding settings; requests with equal settings can share one `generate` batch.
 
     `logprobs`: record per-token log-probabilities (and the `MAX_TOP_LOGPROBS` best alternatives);
-    part of the batch key so that requests without logprobs do not pay for them.
+    part of the batch key so that requests without logprobs do not pay for them. `logit_bias`:
+    (token id, bias) pairs in id order, added to the logits. `top_k` 0: no top-k cut.
     """
 
     max_tokens: int
@@ -69,6 +78,8 @@ class Sampling:
     repetition_penalty: float
     seed: int | None
     logprobs: bool = False
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    top_k: int = 0
 
 
 @dataclass
@@ -76,6 +87,7 @@ class ChatRequest:
     """A validated request: chats in the processor's format (PIL images), `n` samples of each.
 
     `top_logprobs` is None when logprobs were not asked for, else how many alternatives to list.
+    `tokens_as_ids` is the request's `return_tokens_as_token_ids` (None: the server's default).
     """
 
     model: str
@@ -86,6 +98,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     top_logprobs: int | None = None
+    tokens_as_ids: bool | None = None
 
 
 def decode_data_url(url: Any, param: str) -> Image.Image:
@@ -168,6 +181,36 @@ def _logprobs(body: dict[str, Any]) -> int | None:
     return (top or 0) if wanted else None
 
 
+def _logit_bias(value: Any, vocab_size: int | None) -> tuple[tuple[int, float], ...]:
+    """OpenAI `logit_bias` ({"<token id>": bias}) -> sorted (id, bias) pairs; 400 naming the entry."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise BadRequest("logit_bias", f"must be an object mapping token ids to biases, got {type(value).__name__}")
+    out: dict[int, float] = {}
+    for key, bias in value.items():
+        where = f"logit_bias.{key}"
+        if not isinstance(key, str) or not key.isdigit() or (len(key) > 1 and key[0] == "0"):
+            raise BadRequest(where, "keys must be token ids written as decimal integers")
+        token = int(key)
+        if vocab_size is not None and token >= vocab_size:
+            raise BadRequest(where, f"token id {token} is out of the vocabulary (size {vocab_size})")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias):
+            raise BadRequest(where, f"must be a number, got {bias!r}")
+        if abs(bias) > MAX_LOGIT_BIAS:
+            raise BadRequest(where, f"must be in [-{MAX_LOGIT_BIAS:g}, {MAX_LOGIT_BIAS:g}], got {bias}")
+        if bias:
+            out[token] = float(bias)
+    return tuple(sorted(out.items()))
+
+
+def _optional_flag(body: dict[str, Any], key: str) -> bool | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise BadRequest(key, f"must be true, false or null, got {value!r}")
+    return value
+
+
 def _content(content: Any, where: str) -> list[dict[str, Any]] | str:
     if isinstance(content, str):
         return content
@@ -215,8 +258,10 @@ def parse_messages(messages: Any) -> list[dict[str, Any]]:
     return out
 
 
-def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: int = 4096) -> ChatRequest:
-    """Validate a chat-completions body; BadRequest (400, or 404 for an unknown model) names the field."""
+def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: int = 4096,
+                       vocab_size: int | None = None) -> ChatRequest:
+    """Validate a chat-completions body; BadRequest (400, or 404 for an unknown model) names the field.
+    `vocab_size`, when known, bounds the token ids of `logit_bias`."""
     if not isinstance(body, dict):
         raise BadRequest(None, f"request body must be a JSON object, got {type(body).__name__}")
     unknown = sorted(set(body) - _ACCEPTED)
@@ -231,7 +276,7 @@ def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: 
     stream = _flag(body, "stream")
     include_usage = _stream_options(body.get("stream_options"), stream)
     top_logprobs = _logprobs(body)
-    for key in ("presence_penalty", "frequency_penalty"):
+    for key in ("presence_penalty", "frequency_penalty", "min_p"):
         if body.get(key) not in (None, 0, 0.0):
             raise BadRequest(key, "only 0 is supported")
     for key in ("tools", "tool_choice"):
@@ -257,6 +302,8 @@ def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: 
         repetition_penalty=_number(body, "repetition_penalty", 1.0, 0.0, 10.0, low_open=True),
         seed=_integer(body, "seed", None, -(2**63), 2**63 - 1),
         logprobs=top_logprobs is not None,
+        logit_bias=_logit_bias(body.get("logit_bias"), vocab_size),
+        top_k=max(0, int(_integer(body, "top_k", 0, -1, 2**31 - 1) or 0)),
     )
     n = body.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > max_n:
@@ -264,7 +311,8 @@ def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: 
                          f"in one batch of at most {max_n} rows (venus serve --max-batch)")
     n = _integer(body, "n", 1, 1, max_n)
     return ChatRequest(model, parse_messages(body.get("messages")), sampling, int(n or 1), tuple(stops),
-                       stream=stream, include_usage=include_usage, top_logprobs=top_logprobs)
+                       stream=stream, include_usage=include_usage, top_logprobs=top_logprobs,
+                       tokens_as_ids=_optional_flag(body, "return_tokens_as_token_ids"))
 
 
 def stop_span(text: str, stops: tuple[str, ...]) -> tuple[int, int] | None:
@@ -280,5 +328,5 @@ def stop_span(text: str, stops: tuple[str, ...]) -> tuple[int, int] | None:
     return start, start - neg
 
 
-__all__ = ["DEFAULT_MAX_TOKENS", "MAX_TOP_LOGPROBS", "BadRequest", "ChatRequest", "Sampling",
+__all__ = ["DEFAULT_MAX_TOKENS", "MAX_LOGIT_BIAS", "MAX_TOP_LOGPROBS", "BadRequest", "ChatRequest", "Sampling",
            "decode_data_url", "error_body", "parse_chat_request", "parse_messages", "stop_span"]

@@ -11,7 +11,11 @@ Shapes follow the OpenAI API (and vLLM): `usage` counts the prompt once per requ
 included) and the generated tokens of every choice; `logprobs.content` has one entry per generated
 token — the end-of-turn token included, as vLLM reports it — with `token`, `bytes`, `logprob` and the
 `top_logprobs` best alternatives; a stop string ends the text before it, while the tokens that
-spelled it stay counted (they were generated). Streams are Server-Sent Events: a role delta per
+spelled it stay counted (they were generated). With vLLM's `return_tokens_as_token_ids`, every
+logprobs `token` (chosen and alternatives) is `token_id:<id>`, so a client gets the exact ids without a
+tokenizer (an RL learner scores those ids); as in vLLM (`serving_chat._create_chat_logprobs`), the
+chosen token keeps the bytes of its text while an alternative's `bytes` are those of the
+`token_id:<id>` string. Streams are Server-Sent Events: a role delta per
 choice, one content delta per token, a delta with `finish_reason`, an optional usage chunk
 (`stream_options.include_usage`, with `usage: null` on every other chunk), then `data: [DONE]`.
 """
@@ -28,13 +32,24 @@ from venus_core.models.serve_protocol import stop_span
 
 @dataclass(frozen=True)
 class TopLogprob:
-    """One candidate token: its text (or `bytes:\\x..` for a partial UTF-8 sequence), bytes, logprob."""
+    """One candidate token: its text (or `bytes:\\x..` for a partial UTF-8 sequence), bytes, logprob,
+    and its id (None where unknown; `return_tokens_as_token_ids` needs it)."""
 
     token: str
     bytes: tuple[int, ...]
     logprob: float
+    id: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def placeholder(self) -> str:
+        """vLLM's `token_id:<id>` name of this token."""
+        if self.id is None:
+            raise ValueError(f"token {self.token!r} has no id: cannot name it as token_id:<id>")
+        return f"token_id:{self.id}"
+
+    def to_dict(self, as_id: bool = False) -> dict[str, Any]:
+        if as_id:  # an alternative: token and bytes both of the placeholder (vLLM's _get_top_logprobs)
+            name = self.placeholder()
+            return {"token": name, "logprob": self.logprob, "bytes": list(name.encode("utf-8"))}
         return {"token": self.token, "logprob": self.logprob, "bytes": list(self.bytes)}
 
 
@@ -45,8 +60,11 @@ class TokenLogprob:
     chosen: TopLogprob
     top: tuple[TopLogprob, ...]
 
-    def to_dict(self, k: int) -> dict[str, Any]:
-        return {**self.chosen.to_dict(), "top_logprobs": [t.to_dict() for t in self.top[:k]]}
+    def to_dict(self, k: int, as_ids: bool = False) -> dict[str, Any]:
+        chosen = self.chosen.to_dict()
+        if as_ids:  # the chosen token is named by id but keeps its text's bytes (vLLM)
+            chosen["token"] = self.chosen.placeholder()
+        return {**chosen, "top_logprobs": [t.to_dict(as_ids) for t in self.top[:k]]}
 
 
 @dataclass(frozen=True)
@@ -100,15 +118,16 @@ def usage_body(completions: Sequence[Completion]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated}
 
 
-def _logprobs(entries: Sequence[TokenLogprob] | None, k: int | None) -> dict[str, Any] | None:
+def _logprobs(entries: Sequence[TokenLogprob] | None, k: int | None, as_ids: bool = False) -> dict[str, Any] | None:
     if k is None or entries is None:
         return None
-    return {"content": [e.to_dict(k) for e in entries], "refusal": None}
+    return {"content": [e.to_dict(k, as_ids) for e in entries], "refusal": None}
 
 
 def completion_body(request_id: str, model: str, created: int, completions: Sequence[Completion],
-                    top_logprobs: int | None = None) -> dict[str, Any]:
-    """A chat.completion object; `top_logprobs` None leaves `logprobs` null (not asked for)."""
+                    top_logprobs: int | None = None, tokens_as_ids: bool = False) -> dict[str, Any]:
+    """A chat.completion object; `top_logprobs` None leaves `logprobs` null (not asked for), and
+    `tokens_as_ids` then changes nothing."""
     return {
         "id": request_id,
         "object": "chat.completion",
@@ -116,7 +135,7 @@ def completion_body(request_id: str, model: str, created: int, completions: Sequ
         "model": model,
         "choices": [
             {"index": i, "message": {"role": "assistant", "content": c.text},
-             "logprobs": _logprobs(c.logprobs, top_logprobs), "finish_reason": c.finish_reason}
+             "logprobs": _logprobs(c.logprobs, top_logprobs, tokens_as_ids), "finish_reason": c.finish_reason}
             for i, c in enumerate(completions)
         ],
         "usage": usage_body(completions),
@@ -124,7 +143,8 @@ def completion_body(request_id: str, model: str, created: int, completions: Sequ
 
 
 def stream_chunks(request_id: str, model: str, created: int, completions: Sequence[Completion],
-                  top_logprobs: int | None = None, include_usage: bool = False) -> Iterator[dict[str, Any]]:
+                  top_logprobs: int | None = None, include_usage: bool = False,
+                  tokens_as_ids: bool = False) -> Iterator[dict[str, Any]]:
     """chat.completion.chunk objects replaying finished completions token by token, choice by choice.
 
     A token that adds no text (the end-of-turn token, the first bytes of a multi-byte character)
@@ -143,7 +163,7 @@ def stream_chunks(request_id: str, model: str, created: int, completions: Sequen
         yield chunk(i, {"role": "assistant", "content": ""})
         for t, piece in enumerate(c.pieces):
             entry = None if c.logprobs is None else c.logprobs[t : t + 1]
-            logprobs = _logprobs(entry, top_logprobs)
+            logprobs = _logprobs(entry, top_logprobs, tokens_as_ids)
             if piece or logprobs is not None:
                 yield chunk(i, {"content": piece}, logprobs)
         yield chunk(i, {}, finish_reason=c.finish_reason)

@@ -11,11 +11,12 @@ recomputed and memory stays bounded (one batch x vocabulary row, not one per ste
 `output_scores` keeps). To see the distribution a token was actually drawn from, the server puts
 the processors in its own order and `generate` gets neutral settings (no repetition penalty,
 temperature 1, top-p 1, no top-k) so it adds none of its own:
-- sampling: repetition penalty, temperature, top-p, then the tap — the logprobs are those of the
-  distribution that `generate` samples from (tokens top-p removed have -inf, reported as -9999.0 as
-  vLLM does);
-- greedy: the tap first, then the repetition penalty — the logprobs are the log-softmax of the
-  model's raw logits (temperature 0 has no distribution of its own; this is what vLLM reports).
+- sampling: logit bias, repetition penalty, temperature, top-k, top-p, then the tap — the logprobs
+  are those of the distribution that `generate` samples from (tokens top-k / top-p removed have
+  -inf, reported as -9999.0 as vLLM does);
+- greedy: the tap first, then the logit bias and the repetition penalty — the logprobs are the
+  log-softmax of the model's raw logits (temperature 0 has no distribution of its own; this is what
+  vLLM reports).
 The same processors in the same order as `generate` builds them means the same tokens and, with a
 seed, the same samples as requests without logprobs. Generation is not incremental: a streamed
 reply is replayed token by token after the whole batch is decoded (`serve_responses`).
@@ -34,6 +35,7 @@ from transformers import (
     ProcessorMixin,
     RepetitionPenaltyLogitsProcessor,
     TemperatureLogitsWarper,
+    TopKLogitsWarper,
     TopPLogitsWarper,
 )
 
@@ -43,6 +45,24 @@ from venus_core.models.serve_responses import Completion, TokenLogprob, TopLogpr
 from venus_core.models.serve_tokens import TokenTexts
 
 LOGPROB_FLOOR = -9999.0  # what vLLM reports for -inf (a token the sampler could not pick); JSON has no -inf
+
+
+class LogitBias(LogitsProcessor):
+    """OpenAI `logit_bias`: adds a fixed bias to some tokens' logits at every step (vLLM applies it
+    before penalties and temperature, as here). -100 makes a token practically unsampleable."""
+
+    def __init__(self, bias: Sequence[tuple[int, float]]) -> None:
+        self.ids = torch.tensor([i for i, _ in bias], dtype=torch.long)
+        self.values = torch.tensor([v for _, v in bias], dtype=torch.float32)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if len(self.ids) and int(self.ids.max()) >= scores.shape[-1]:
+            raise ValueError(f"logit_bias names token id {int(self.ids.max())}, beyond the model's "
+                             f"{scores.shape[-1]} logits")
+        ids = self.ids.to(scores.device)
+        out = scores.clone()
+        out[:, ids] += self.values.to(scores.device, scores.dtype)
+        return out  # type: ignore[return-value]
 
 
 class LogprobTap(LogitsProcessor):
@@ -86,6 +106,14 @@ class LogprobTap(LogitsProcessor):
         return chosen, values, ids
 
 
+def logits_size(model: PreTrainedModel) -> int:
+    """How many logits the model produces per step: the bound on token ids in `logit_bias`."""
+    head = model.get_output_embeddings()
+    if head is not None and getattr(head, "weight", None) is not None:
+        return int(head.weight.shape[0])
+    return int(model.config.get_text_config().vocab_size)
+
+
 def _eos_ids(model: PreTrainedModel, tokenizer: Any) -> set[int]:
     eos = getattr(model.generation_config, "eos_token_id", None)
     if eos is None:
@@ -106,6 +134,8 @@ def generate_ids(model: PreTrainedModel, processor: ProcessorMixin, chats: Seque
     chain = LogitsProcessorList()
     if tap is not None and greedy:
         chain.append(tap)
+    if s.logit_bias:
+        chain.append(LogitBias(s.logit_bias))
     if s.repetition_penalty != 1.0:
         chain.append(RepetitionPenaltyLogitsProcessor(penalty=float(s.repetition_penalty)))
     mode: dict[str, Any] = {"do_sample": False}
@@ -113,6 +143,8 @@ def generate_ids(model: PreTrainedModel, processor: ProcessorMixin, chats: Seque
         mode = {"do_sample": True, "temperature": 1.0, "top_p": 1.0}
         if s.temperature != 1.0:
             chain.append(TemperatureLogitsWarper(float(s.temperature)))
+        if s.top_k > 0:
+            chain.append(TopKLogitsWarper(top_k=int(s.top_k)))
         if s.top_p < 1.0:
             chain.append(TopPLogitsWarper(top_p=float(s.top_p)))
         if tap is not None:
@@ -128,7 +160,7 @@ def _entries(texts: TokenTexts, ids: list[int], chosen: list[float], top_values:
              top_ids: list[list[int]] | None) -> tuple[TokenLogprob, ...]:
     def entry(token_id: int, logprob: float) -> TopLogprob:
         token, raw = texts.describe(token_id)
-        return TopLogprob(token, raw, max(float(logprob), LOGPROB_FLOOR))
+        return TopLogprob(token, raw, max(float(logprob), LOGPROB_FLOOR), int(token_id))
 
     out = []
     for t, token_id in enumerate(ids):
@@ -170,4 +202,4 @@ def transformers_runner(model: PreTrainedModel, processor: ProcessorMixin
     return run
 
 
-__all__ = ["LOGPROB_FLOOR", "LogprobTap", "generate_ids", "transformers_runner"]
+__all__ = ["LOGPROB_FLOOR", "LogitBias", "LogprobTap", "generate_ids", "logits_size", "transformers_runner"]

@@ -5,9 +5,12 @@ tests the same clients need a real server to talk to, and vLLM needs a GPU. This
 Qwen-VL model (the tiny default included) with `models.generation.generate`, batching concurrent
 requests (`serve_batcher`), and speaks the subset of the OpenAI API that vLLM speaks for
 Qwen-VL (`serve_protocol` for requests, `serve_responses` for replies): POST /v1/chat/completions
-(with `usage`, `n`, `stream` as Server-Sent Events, and `logprobs` / `top_logprobs`), GET
-/v1/models, GET /health (which also reports batching counters, used by tests and the benchmark).
-The batch function is `serve_runner.transformers_runner`.
+(with `usage`, `n`, `stream` as Server-Sent Events, `logprobs` / `top_logprobs`, `logit_bias`, and
+vLLM's `return_tokens_as_token_ids`, also settable server-wide as vLLM's flag of that name), GET
+/v1/models, GET /health (which also reports batching counters and the weights version, used by
+tests and the benchmark), and, when enabled, POST /v1/load_weights for online RL (`serve_weights`:
+a verified checkpoint replaces the served weights between batches). The batch function is
+`serve_runner.transformers_runner`.
 
 FastAPI + uvicorn: both are already installed as MLflow's server stack and are what vLLM itself
 uses. Departures from vLLM: static rather than continuous batching, and streaming is a replay — a
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import socket
 import threading
@@ -33,6 +37,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from venus_core.models.serve_batcher import Batcher, RunBatch
 from venus_core.models.serve_protocol import BadRequest, error_body, parse_chat_request
 from venus_core.models.serve_responses import Completion, completion_body, sse_events, stream_chunks
+from venus_core.models.serve_weights import WeightReloader, WeightsError
 
 MAX_BODY_BYTES = 64 << 20
 
@@ -46,8 +51,14 @@ def transformers_runner(model: Any, processor: Any) -> RunBatch:
 
 
 def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wait_ms: float = 5.0,
-               max_tokens_limit: int = 4096) -> FastAPI:
-    """The ASGI app: `run(chats, Sampling) -> [Completion]` answers batches of chats."""
+               max_tokens_limit: int = 4096, vocab_size: int | None = None,
+               return_tokens_as_token_ids: bool = False, weights: WeightReloader | None = None) -> FastAPI:
+    """The ASGI app: `run(chats, Sampling) -> [Completion]` answers batches of chats.
+
+    `vocab_size` bounds `logit_bias` token ids (`serve_runner.logits_size`); `return_tokens_as_token_ids`
+    is the default of the request field of that name; `weights` (the served model's reloader) enables
+    POST /v1/load_weights, which otherwise answers 404.
+    """
     batcher = Batcher(run, max_batch=max_batch, wait_s=batch_wait_ms / 1000.0)
 
     @contextlib.asynccontextmanager
@@ -66,7 +77,8 @@ def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wai
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": served_name, "max_batch": max_batch, **batcher.stats.to_dict()}
+        reload = weights.status() if weights is not None else {"weights_version": 0, "weights_path": None}
+        return {"status": "ok", "model": served_name, "max_batch": max_batch, **batcher.stats.to_dict(), **reload}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -85,7 +97,7 @@ def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wai
             return error(BadRequest(None, f"request body is not valid JSON: {exc}"))
         try:  # image decoding is CPU work: off the event loop, which keeps accepting requests
             req = await asyncio.to_thread(parse_chat_request, body, served=served_name, max_n=max_batch,
-                                          max_tokens_limit=max_tokens_limit)
+                                          max_tokens_limit=max_tokens_limit, vocab_size=vocab_size)
         except BadRequest as exc:
             return error(exc)
         try:
@@ -99,11 +111,41 @@ def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wai
                                            "internal_server_error", 500), status_code=500)
         completions = [c.cut(req.stop) for c in results]
         request_id, now = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        as_ids = return_tokens_as_token_ids if req.tokens_as_ids is None else req.tokens_as_ids
         if req.stream:
-            chunks = stream_chunks(request_id, served_name, now, completions, req.top_logprobs, req.include_usage)
+            chunks = stream_chunks(request_id, served_name, now, completions, req.top_logprobs, req.include_usage,
+                                   as_ids)
             return StreamingResponse(sse_events(chunks), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return JSONResponse(completion_body(request_id, served_name, now, completions, req.top_logprobs))
+        return JSONResponse(completion_body(request_id, served_name, now, completions, req.top_logprobs, as_ids))
+
+    reload_lock = asyncio.Lock()
+
+    @app.post("/v1/load_weights")
+    async def load_weights(request: Request) -> Response:
+        """`{"path": dir}` -> `{"loaded": dir, "version": n}` once the served weights are the checkpoint's."""
+        if weights is None:
+            return JSONResponse(error_body("weight reloading is not enabled on this server (venus serve "
+                                           "--allow-load-weights)", None, "NotFoundError", 404), status_code=404)
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error(BadRequest(None, f"request body is not valid JSON: {exc}"))
+        if not isinstance(body, dict):
+            return error(BadRequest(None, f"request body must be a JSON object, got {type(body).__name__}"))
+        unknown = sorted(set(body) - {"path"})
+        if unknown:
+            return error(BadRequest(unknown[0], "unknown field (load_weights takes only 'path')"))
+        path = body.get("path")
+        if not isinstance(path, str) or not path.strip():
+            return error(BadRequest("path", "is required: a checkpoint directory on the server's filesystem"))
+        async with reload_lock:  # one staging copy at a time; reloads apply in the order they arrive
+            try:  # reading and verifying runs off the generation thread: serving goes on meanwhile
+                staged = await asyncio.to_thread(weights.stage, path)
+            except WeightsError as exc:
+                return error(BadRequest("path", f"{exc}; the served weights are unchanged"))
+            version = await batcher.exclusive(functools.partial(weights.apply, staged, path))
+        return JSONResponse({"loaded": path, "version": version})
 
     return app
 
