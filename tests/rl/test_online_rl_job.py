@@ -63,3 +63,77 @@ def test_online_rl_refuses_levels_of_different_screen_sizes() -> None:
         _phone_size([3, 5])
     with pytest.raises(ValueError, match="online_rl.enabled needs at least one env"):
         load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.enabled=true", "online_rl.envs=[]"])
+
+
+def test_online_rl_job_with_a_rollout_server(tiny_dir: Path, tmp_path: Path) -> None:
+    """Rollouts sampled by `venus serve` (the vLLM path's protocol); weights synced after every update."""
+    import torch
+    from safetensors.torch import load_file
+
+    from venus_core.config.spec import ModelSpec
+    from venus_core.models.loading import load_model
+    from venus_core.models.serve_runner import logits_size
+    from venus_core.models.serve_weights import WeightReloader
+    from venus_core.models.server import BackgroundServer, create_app, transformers_runner
+    from venus_core.runtime.online_rl import main
+
+    served, processor = load_model(tiny_dir, ModelSpec())
+    app = create_app(transformers_runner(served, processor), "tiny", max_batch=4, batch_wait_ms=2,
+                     vocab_size=logits_size(served), weights=WeightReloader(served))
+    out = tmp_path / "out"
+    with BackgroundServer(app) as srv:
+        argv = ["--spec", str(ROOT / "agents" / "venus-tiny"), "--domain", "mobile", "--model", str(tiny_dir),
+                "--out", str(out), "--set", "online_rl.device_service=local",
+                "--set", f"online_rl.rollout_server={srv.base_url}", "--set", "online_rl.rollout_model=tiny",
+                "--set", "online_rl.freeze_vision=false", "--set", "online_rl.lr=1e-3"]
+        for s in SMALL:
+            argv += ["--set", s]
+        assert main(argv) == 0
+        import urllib.request
+
+        health = json.loads(urllib.request.urlopen(f"{srv.base_url.removesuffix('/v1')}/health", timeout=10).read())
+    report = json.loads((out / "report.json").read_text())
+    assert report["rollouts"]["weight_syncs"] == 1 + report["updates"] == health["weights_version"]
+    assert not (out / "weights").exists()
+    if report["updates"]:  # the server ends on the learner's final weights
+        final = load_file(str(out / "model" / "model.safetensors"))
+        for name, t in served.state_dict().items():
+            if name in final:
+                assert torch.equal(t, final[name]), name
+
+
+def test_sync_server_puts_the_learners_weights_on_the_server(tiny_dir: Path, tmp_path: Path) -> None:
+    import torch
+
+    from venus_core.config.spec import ModelSpec
+    from venus_core.config.training import OnlineRLSpec
+    from venus_core.envs import SimPhoneEnv
+    from venus_core.models.loading import load_model
+    from venus_core.models.serve_runner import logits_size
+    from venus_core.models.serve_weights import WeightReloader
+    from venus_core.models.server import BackgroundServer, create_app, transformers_runner
+    from venus_core.rl.online import TaskPool, sim_phone_tasks
+    from venus_core.rl.online.devices import LocalEnvs
+    from venus_core.rl.online.loop import OnlineRL
+    from venus_core.train.tracker import NullTracker
+
+    served, processor = load_model(tiny_dir, ModelSpec())
+    model, _ = load_model(tiny_dir, ModelSpec())
+    app = create_app(transformers_runner(served, processor), "tiny", max_batch=4, batch_wait_ms=2,
+                     vocab_size=logits_size(served), weights=WeightReloader(served))
+    with BackgroundServer(app) as srv:
+        spec = OnlineRLSpec(rollout_server=srv.base_url, rollout_model="tiny")
+        pool = TaskPool(sim_phone_tasks([3], range(2), size=(256, 256)), spec.task_pool.model_copy(update={"held_out": 0}),
+                        seed=0)
+        source = LocalEnvs(lambda: SimPhoneEnv(transport="inprocess", size=(256, 256)), "mobile")
+        trainer = OnlineRL(model, processor, spec, pool, source, NullTracker(), weights_dir=tmp_path / "w")
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.01)
+        trainer.learner.updates = 1
+        trainer.sync_server()
+        source.close()
+    assert trainer.rollout_policy.version == 1 and trainer.totals["weight_syncs"] == 2
+    for (name, a), b in zip(model.state_dict().items(), served.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["v00001"]  # the older copy is gone

@@ -230,6 +230,9 @@ class OnlineRLSpec(Section):
     call_timeout_s: float = Field(30.0, gt=0, description="limit of every env call (reset, step, success check)")
     micro_batch: int = Field(8, ge=1, description="step rows per forward/backward pass of the learner")
     staleness: int = Field(0, ge=0, description="rollout batches collected ahead of the learner (0: synchronous)")
+    rollout_server: str | None = Field(None, description="OpenAI-compatible generation server of the rollouts (vLLM; "
+                                       "venus serve --allow-load-weights); None: sample in process")
+    rollout_model: str = Field("policy", description="model name the rollout server serves")
     seed: int = Field(0, description="seed of sampling, task order and rollouts")
     reward: OnlineRewardSpec = Field(default_factory=OnlineRewardSpec, description="trajectory reward")
     kl: AdaptiveKLSpec = Field(default_factory=AdaptiveKLSpec, description="adaptive KL")

@@ -129,7 +129,8 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
     model.eval()
     t0 = time.perf_counter()
     with open_domain(spec, domain) as (pool, source, held):
-        trainer = OnlineRL(model, processor, o, pool, source, tracker, eval_batch_size=spec.eval.batch_size)
+        trainer = OnlineRL(model, processor, o, pool, source, tracker, eval_batch_size=spec.eval.batch_size,
+                           weights_dir=out / "weights" if o.rollout_server else None)
         before = trainer.evaluate(model, held, "before") if held else None
         t_eval = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -157,6 +158,10 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
         tracker.log_metrics({"held_out/success_before": success_rate(before),
                              "held_out/success_after": success_rate(after)}, o.steps)  # type: ignore[arg-type]
     save_model(model, processor, out / "model")
+    if o.rollout_server:
+        import shutil
+
+        shutil.rmtree(out / "weights", ignore_errors=True)  # the server's copies, not an output
     write_json_atomic(out / "report.json", report)
     tracker.log_artifact(out / "report.json", "report.json")
     return report

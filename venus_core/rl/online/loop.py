@@ -13,6 +13,11 @@ own copy of the model collects batches ahead (at most `staleness` updates old), 
 publishes a weight snapshot after every update, and the ratio is taken against the behaviour
 log-probs the worker recorded. The worker is paused while the held-out tasks are played (they use
 the same devices).
+
+With `rollout_server` the rollouts are sampled by an OpenAI-compatible server (vLLM in a cluster,
+`venus serve --allow-load-weights` here; `policy_http.ServerPolicy`), whose answers carry the
+sampled ids and their log-probs (the behaviour log-probs); after every update the learner's
+weights are saved as a verified checkpoint and the server loads them (`sync_server`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -73,7 +79,7 @@ class OnlineRL:
     """Owns the policy, the learner and the loop; the job owns the model files and the report."""
 
     def __init__(self, model: Any, processor: Any, spec: OnlineRLSpec, pool: TaskPool, source: EnvSource,
-                 tracker: Tracker, *, eval_batch_size: int = 16) -> None:
+                 tracker: Tracker, *, eval_batch_size: int = 16, weights_dir: Path | None = None) -> None:
         self.spec = spec
         self.pool = pool
         self.source = source
@@ -83,14 +89,24 @@ class OnlineRL:
         self.policy = ModelPolicy(model, processor, temperature=spec.temperature,
                                   max_new_tokens=spec.max_new_tokens, seed=spec.seed)
         self.learner = TrajectoryGRPO(model, processor, spec, micro_batch=spec.micro_batch)
-        self.rollout_policy = self.policy
+        self.totals: Counter[str] = Counter()
+        self.rollout_policy: Any = self.policy
         self.worker: RolloutWorker[Any] | None = None
         self._snapshot: tuple[int, dict[str, Any]] | None = None
         self._pool_lock = threading.Lock()
-        if spec.staleness > 0:
+        self.weights_dir = weights_dir
+        if spec.rollout_server:
+            from venus_core.rl.online.policy_http import ServerPolicy, learner_token_ids
+
+            if weights_dir is None:
+                raise ValueError("online_rl.rollout_server needs a weights directory the server can read")
+            self.rollout_policy = ServerPolicy(spec.rollout_server, spec.rollout_model, temperature=spec.temperature,
+                                               max_new_tokens=spec.max_new_tokens, seed=spec.seed, name="rollout-server",
+                                               timeout=spec.call_timeout_s * 4, **learner_token_ids(model, processor))
+            self.sync_server()
+        elif spec.staleness > 0:
             self.rollout_policy = ModelPolicy(copy.deepcopy(model).eval(), processor, temperature=spec.temperature,
                                               max_new_tokens=spec.max_new_tokens, seed=spec.seed, name="rollout")
-        self.totals: Counter[str] = Counter()
         self.ref_rate: float | None = None
         self.checks: list[dict[str, Any]] = []
         self.samples: list[dict[str, Any]] = []  # a few trajectories per step, for the report
@@ -99,10 +115,32 @@ class OnlineRL:
         return evaluate_tasks(model, self.processor, tasks, self.source, devices=self.spec.devices,
                               max_new_tokens=self.spec.max_new_tokens, name=name, batch_size=self.eval_batch_size)
 
+    def sync_server(self) -> None:
+        """Weight sync by checkpoint: the learner's weights saved (safetensors + SHA256SUMS, written
+        last) where the rollout server reads them, and loaded there between its batches."""
+        from venus_core.models.loading import save_model
+        from venus_core.models.serve_weights import write_manifest
+
+        assert self.weights_dir is not None
+        t0 = time.perf_counter()
+        out = self.weights_dir / f"v{self.learner.updates:05d}"
+        save_model(self.policy.model, self.processor, out)
+        write_manifest(out)
+        self.rollout_policy.load_weights(out)  # type: ignore[attr-defined]
+        self.rollout_policy.version = self.learner.updates
+        self.totals["weight_syncs"] += 1
+        self.totals["weight_sync_ms"] += int(1000 * (time.perf_counter() - t0))
+        previous = self.weights_dir / f"v{self.learner.updates - 1:05d}"
+        if previous.is_dir():  # the server has moved on: keep one copy on disk
+            import shutil
+
+            shutil.rmtree(previous, ignore_errors=True)
+
     def collect(self, version: int) -> tuple[list[list[Trajectory]], RolloutStats]:
         """One batch of groups with the rollout policy (on the worker thread when decoupled)."""
         spec, policy = self.spec, self.rollout_policy
-        if self.worker is not None and self._snapshot is not None and self._snapshot[0] > policy.version:
+        if (self.worker is not None and self._snapshot is not None and self._snapshot[0] > policy.version
+                and not spec.rollout_server):
             snap_version, weights = self._snapshot
             policy.model.load_state_dict(weights)
             policy.version = snap_version
@@ -114,7 +152,7 @@ class OnlineRL:
             for t, g in zip(tasks, groups, strict=True):
                 if g:
                     self.pool.record(t.key, [x.success for x in g])
-        if self.worker is not None:
+        if self.worker is not None and not spec.rollout_server:  # a server reports its own log-probs
             self._behaviour_logprobs(groups)
         return groups, stats
 
@@ -143,7 +181,9 @@ class OnlineRL:
         t1 = time.perf_counter()
         m = self.learner.update(groups)
         self.policy.version += int(m["updated"])
-        if self.worker is not None:
+        if self.spec.rollout_server and m["updated"]:
+            self.sync_server()
+        elif self.worker is not None:
             self._snapshot = (self.learner.updates, copy_weights(self.policy.model))
             self.worker.publish(self.learner.updates)
             m["rollout/learner_wait_s"] = t1 - t0
