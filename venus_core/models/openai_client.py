@@ -280,31 +280,26 @@ class ChatClient:
 
         Raises ChatError at once for non-retryable failures, ChatGaveUp when the attempts run out.
         """
-        last: ChatError | None = None
-        for attempt in range(self.max_retries + 1):
+        def once() -> T | list[str]:
+            texts = self.post_once(body, label)
             try:
-                texts = self.post_once(body, label)
                 return parse(texts) if parse is not None else texts
-            except ChatError as exc:
-                if not exc.retryable:
-                    raise
-                last = exc
             except retry_on as exc:  # the caller's validation of the text rejected the reply
-                last = ChatError(f"{self.url}: {label}: reply rejected: {exc}", retryable=True)
-            if attempt < self.max_retries:
-                with self._lock:
-                    self.retries += 1
-                self.sleep(self.backoff(attempt, last.retry_after))
-        assert last is not None
-        raise ChatGaveUp(last, self.max_retries + 1)
+                raise ChatError(f"{self.url}: {label}: reply rejected: {exc}", retryable=True) from None
+
+        return self._retrying(once)
 
     def request_json(self, body: dict[str, Any], *, label: str = "request") -> Any:
         """`post_json` of a chat-completions body with the retries of `request`: the whole reply (for
         callers that need more than the texts: logprobs, finish reasons)."""
+        return self._retrying(lambda: self.post_json(body, label))
+
+    def _retrying(self, once: Callable[[], T]) -> T:
+        """`once()` until it succeeds, a non-retryable ChatError, or the attempts run out (ChatGaveUp)."""
         last: ChatError | None = None
         for attempt in range(self.max_retries + 1):
             try:
-                return self.post_json(body, label)
+                return once()
             except ChatError as exc:
                 if not exc.retryable:
                     raise
