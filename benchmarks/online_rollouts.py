@@ -8,8 +8,9 @@ the real ADB protocol, as the online_rl job runs them):
   the learner updates after each batch;
 - decoupled (staleness 1): the same, with the rollout worker collecting the next batch while the
   learner updates.
-In the two model runs the executed action is the planner's (the sampled tokens are kept and trained
-on), so episodes have the same length whatever the untrained model writes: the figures measure the
+In the two model runs the executed action is the planner's, with a 30 % share replaced by a
+malformed answer or a random click (the sampled tokens are kept and trained on), so episodes have
+the same length distribution whatever the untrained model writes and groups have reward variance: the figures measure the
 system (generation + devices + updates), not the policy's skill. The learner idle share is the time
 the learner waits for a batch over the run's wall time.
 
@@ -35,6 +36,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (256, 256)
+NOISE = 0.3  # share of planned steps replaced by a malformed answer or a random click: groups differ, so
+             # the learner has work (with the plan alone every group succeeds and is skipped)
 
 
 class PlannedModelPolicy:
@@ -102,7 +105,7 @@ def model_run(k: int, staleness: int, model_dir: Path, tasks: list[Any], group: 
         trainer = OnlineRL(model, processor, spec.online_rl, pool, source, NullTracker())
         for name in ("policy", "rollout_policy"):
             inner = getattr(trainer, name)
-            setattr(trainer, name, PlannedModelPolicy(inner, ScriptedPolicy(synth_plan)))
+            setattr(trainer, name, PlannedModelPolicy(inner, ScriptedPolicy(synth_plan, noise=NOISE, seed=1)))
         t0 = time.perf_counter()
         history = trainer.train(steps)
         wall = time.perf_counter() - t0
