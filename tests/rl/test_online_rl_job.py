@@ -137,3 +137,20 @@ def test_sync_server_puts_the_learners_weights_on_the_server(tiny_dir: Path, tmp
     for (name, a), b in zip(model.state_dict().items(), served.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["v00001"]  # the older copy is gone
+
+
+def test_online_rl_job_stopped_and_resumed_from_its_checkpoint(tiny_dir: Path, tmp_path: Path) -> None:
+    from venus_core.runtime.online_rl import main
+
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    argv = ["--spec", str(ROOT / "agents" / "venus-tiny"), "--domain", "mobile", "--model", str(tiny_dir),
+            "--out", str(out), "--checkpoints", str(ck), "--set", "online_rl.device_service=local",
+            "--set", "online_rl.save_every=1"]
+    for s in SMALL:
+        argv += ["--set", s]
+    assert main([*argv, "--stop-at", "1"]) == 3
+    assert (ck / "latest").is_file() and not (out / "report.json").exists()
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["resumed_from_step"] == 1
+    assert report["held_out"]["before"]["n"] == 2  # from the checkpoint, not played again

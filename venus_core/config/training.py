@@ -233,6 +233,7 @@ class OnlineRLSpec(Section):
     rollout_server: str | None = Field(None, description="OpenAI-compatible generation server of the rollouts (vLLM; "
                                        "venus serve --allow-load-weights); None: sample in process")
     rollout_model: str = Field("policy", description="model name the rollout server serves")
+    save_every: int = Field(5, ge=1, description="steps between checkpoints (with --checkpoints)")
     seed: int = Field(0, description="seed of sampling, task order and rollouts")
     reward: OnlineRewardSpec = Field(default_factory=OnlineRewardSpec, description="trajectory reward")
     kl: AdaptiveKLSpec = Field(default_factory=AdaptiveKLSpec, description="adaptive KL")

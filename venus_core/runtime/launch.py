@@ -38,7 +38,7 @@ from venus_core.config.training import DistributedSpec
 from venus_core.runtime.tracking import KFP_RUN_ENV, PARENT_ENV, TRACKING_ENV
 
 CHECKPOINTS_MOUNT = Path("/checkpoints")  # pipelines/k8s.py mounts platform.checkpoints_pvc here
-CHECKPOINTED_JOBS = ("mid_train", "offline_rl")
+CHECKPOINTED_JOBS = ("mid_train", "offline_rl", "online_rl")
 STAGED = ".venus-staged"
 PASS_ENV = (KFP_RUN_ENV, PARENT_ENV, TRACKING_ENV, "VENUS_GIT_REV", "VENUS_IMAGE")
 

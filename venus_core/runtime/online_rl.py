@@ -20,6 +20,7 @@ trajectories. Writes `OUT/model/`, `OUT/metrics.jsonl` and `OUT/report.json`.
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 
 from venus_core.config import AgentSpec
+from venus_core.runtime.rl_checkpoint import StoppedAt
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import job_tracking
 from venus_core.train.tracker import JsonlTracker, Tracker
@@ -111,8 +113,14 @@ def _by_bucket(result: Any) -> dict[str, Any]:
     return rates_by(result.samples, "bucket", "success")
 
 
-def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tracker | None = None) -> dict[str, Any]:
-    """The job body (also called in process by tests)."""
+def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tracker | None = None,
+        checkpoints: Path | None = None, stop_at: int | None = None) -> dict[str, Any]:
+    """The job body (also called in process by tests). With `checkpoints` the run is saved there
+    every `online_rl.save_every` steps and a run that finds a checkpoint continues from it
+    (`online_checkpoint`); `stop_at` (tests) ends training after that many steps, as a kill would."""
+    from venus_core.runtime.online_checkpoint import OnlineCheckpointing
+
+    from venus_core.eval.results import result_from_dict
     from venus_core.models.loading import load_model, save_model
     from venus_core.rl.online.loop import OnlineRL, success_rate
 
@@ -131,10 +139,17 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
     with open_domain(spec, domain) as (pool, source, held):
         trainer = OnlineRL(model, processor, o, pool, source, tracker, eval_batch_size=spec.eval.batch_size,
                            weights_dir=out / "weights" if o.rollout_server else None)
-        before = trainer.evaluate(model, held, "before") if held else None
+        ckpt = OnlineCheckpointing(checkpoints, trainer, o.save_every, stop_at)
+        start = ckpt.restore()
+        if ckpt.before is not None:
+            before = result_from_dict(ckpt.before, "checkpoint before")
+        else:
+            before = trainer.evaluate(model, held, "before") if held else None
+            ckpt.before = before.to_dict() if before is not None else None
         t_eval = time.perf_counter() - t0
         t1 = time.perf_counter()
-        history = trainer.train(o.steps, held_out=held)
+        history = trainer.train(o.steps, held_out=held, start=start, on_step=ckpt.on_step)
+        ckpt.final(o.steps)
         t_train = time.perf_counter() - t1
         after = trainer.evaluate(model, held, "after") if held else None
         pool_report = pool.report()
@@ -146,6 +161,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
             "before_by_bucket": _by_bucket(before), "after_by_bucket": _by_bucket(after),
             "invalid_steps_before": before.summary["invalid_steps"], "invalid_steps_after": after.summary["invalid_steps"],  # type: ignore[union-attr]
         },
+        "resumed_from_step": start or None,
         "train_success_first": history[0].get("success_rate") if history else None,
         "train_success_last": history[-1].get("success_rate") if history else None,
         "rollouts": dict(trainer.totals), "devices": devices, "pool": pool_report,
@@ -171,11 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = job_parser(JOB, "Full-trajectory GRPO of one navigation specialist on live environments.")
     p.add_argument("--domain", required=True, choices=DOMAINS)
     p.add_argument("--model", required=True, help="HF checkpoint directory to start from (the offline specialist)")
+    p.add_argument("--checkpoints", default=None, metavar="DIR",
+                   help="checkpoint directory (a PVC on a cluster): saved every save_every steps, resumed when present")
+    p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N
     args = p.parse_args(argv)
     spec = load_job_spec(args)
     out = Path(args.out)
     with job_tracking(JOB, spec, out, section="online_rl", tags={"venus.domain": args.domain}) as tracker:
-        report = run(spec, args.domain, args.model, out, tracker=tracker)
+        try:
+            report = run(spec, args.domain, args.model, out, tracker=tracker,
+                         checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at)
+        except StoppedAt as stop:
+            print(f"online_rl: stopped after step {stop.step} (--stop-at)", file=sys.stderr)
+            return 3
         tracker.record_provenance(report["provenance"])
     h = report["held_out"]
     if h:

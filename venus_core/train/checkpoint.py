@@ -72,14 +72,18 @@ def save_checkpoint(
     state: dict[str, Any],
     *,
     keep: int = 2,
+    extra_models: dict[str, torch.nn.Module] | None = None,
 ) -> Path:
-    """Write checkpoint `step` under `root` atomically; keep the newest `keep` checkpoints."""
+    """Write checkpoint `step` under `root` atomically; keep the newest `keep` checkpoints.
+    `extra_models` (e.g. an RL reference policy) are saved beside the weights as `<name>.safetensors`."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{_PREFIX}{step:08d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
     try:
         st_save_model(model, str(tmp / "model.safetensors"))
+        for name, extra in (extra_models or {}).items():
+            st_save_model(extra, str(tmp / f"{name}.safetensors"))
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         plain_rng, tensor_rng = rng_state()
         torch.save(tensor_rng, tmp / "rng.pt")
@@ -117,15 +121,22 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return path
 
 
-def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+                    *, extra_models: dict[str, torch.nn.Module] | None = None) -> dict[str, Any]:
     """Restore weights, optimizer and RNG state from `path`; returns its state.json (step, sampler, ...)."""
     path = Path(path)
-    for name in ("model.safetensors", "optimizer.pt", "rng.pt", "state.json"):
+    extras = extra_models or {}
+    for name in ("model.safetensors", "optimizer.pt", "rng.pt", "state.json", *(f"{n}.safetensors" for n in extras)):
         if not (path / name).is_file():
             raise FileNotFoundError(f"checkpoint {path}: {name} is missing")
     missing, unexpected = st_load_model(model, str(path / "model.safetensors"), strict=False)
     if missing or unexpected:
         raise ValueError(f"checkpoint {path}: weights do not match the model (missing {missing}, unexpected {unexpected})")
+    for name, extra in extras.items():
+        missing, unexpected = st_load_model(extra, str(path / f"{name}.safetensors"), strict=False)
+        if missing or unexpected:
+            raise ValueError(f"checkpoint {path}: {name}.safetensors does not match (missing {missing}, "
+                             f"unexpected {unexpected})")
     if optimizer is not None:
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
     try:

@@ -67,23 +67,24 @@ class ScriptedPolicy:
             raise ValueError(f"noise must be in [0, 1], got {noise}")
         self.plan = plan
         self.noise = noise
-        self.rng = random.Random(seed)
+        self.seed = seed
         self.name = name
         self.version = 0
-        self._step: dict[str, int] = {}
         self._plans: dict[str, list[Action]] = {}
 
     def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        """Stateless per step: the noise draw depends on (seed, episode, step) only, so a resumed
+        run, or a task drawn again, gets the same answers."""
         out = []
         for r in requests:
-            k = self._step.get(r.episode, 0)
-            self._step[r.episode] = k + 1
-            if self.rng.random() < self.noise:
-                out.append(Completion("<action>Click(box=(" if self.rng.random() < 0.5 else
-                                      answer_text(Click(box=(self.rng.randint(0, 1000), self.rng.randint(0, 1000))))))
+            rng = random.Random(f"{self.seed}:{r.episode}:{r.step}")
+            if rng.random() < self.noise:
+                out.append(Completion("<action>Click(box=(" if rng.random() < 0.5 else
+                                      answer_text(Click(box=(rng.randint(0, 1000), rng.randint(0, 1000))))))
                 continue
             task = r.task
             plan = self._plans.setdefault(task.success_check or task.goal, self.plan(task))
+            k = r.step
             out.append(Completion(answer_text(plan[k] if k < len(plan) else Finished(content=task.answer))))
         return out
 

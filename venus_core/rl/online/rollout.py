@@ -52,6 +52,7 @@ class StepRequest:
     image: Image.Image
     prompt: str
     task: Task
+    step: int = 0  # steps the episode has taken so far
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,7 @@ def _round(live: list[_Slot], policy: Policy, stats: RolloutStats, finished: dic
     for s in live:
         assert s.traj is not None and s.obs is not None and s.env is not None
         prompt = navigation_prompt(s.traj.task.task.goal, s.traj.history[-history_len:], s.env.platform)  # type: ignore[arg-type]
-        requests.append(StepRequest(s.traj.episode, s.obs.screenshot, prompt, s.traj.task.task))
+        requests.append(StepRequest(s.traj.episode, s.obs.screenshot, prompt, s.traj.task.task, s.traj.length))
     t0 = time.perf_counter()
     answers = policy.act(requests)
     stats.policy_s += time.perf_counter() - t0
