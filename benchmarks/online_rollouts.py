@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,33 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZE = (256, 256)
 NOISE = 0.3  # share of planned steps replaced by a malformed answer or a random click: groups differ, so
              # the learner has work (with the plan alone every group succeeds and is skipped)
-
-
-class PlannedModelPolicy:
-    """Samples from the model (the real generation cost) but answers with the planner's action."""
-
-    def __init__(self, model_policy: Any, scripted: Any) -> None:
-        self.model_policy, self.scripted = model_policy, scripted
-        self.name = "planned-model"
-
-    @property
-    def version(self) -> int:
-        return int(self.model_policy.version)
-
-    @version.setter
-    def version(self, v: int) -> None:
-        self.model_policy.version = v
-
-    @property
-    def model(self) -> Any:
-        return self.model_policy.model
-
-    def act(self, requests: Sequence[Any]) -> list[Any]:
-        from venus_core.rl.online.rollout import Completion
-
-        sampled = self.model_policy.act(requests)
-        planned = self.scripted.act(requests)
-        return [Completion(p.text, s.token_ids) for s, p in zip(sampled, planned, strict=True)]
 
 
 def env_bound(k: int, tasks: list[Any], group: int, rounds: int) -> float:
@@ -89,7 +61,7 @@ def model_run(k: int, staleness: int, model_dir: Path, tasks: list[Any], group: 
     from venus_core.models.loading import load_model
     from venus_core.rl.online.devices import SimPhoneFarm
     from venus_core.rl.online.loop import OnlineRL
-    from venus_core.rl.online.policy import ScriptedPolicy
+    from venus_core.rl.online.policy import PlannedSampling, ScriptedPolicy
     from venus_core.rl.online.tasks import TaskPool
     from venus_core.train.tracker import NullTracker
 
@@ -103,9 +75,8 @@ def model_run(k: int, staleness: int, model_dir: Path, tasks: list[Any], group: 
         source = farm.env_source()
         pool = TaskPool(tasks, spec.online_rl.task_pool.model_copy(update={"held_out": 0}), seed=0)
         trainer = OnlineRL(model, processor, spec.online_rl, pool, source, NullTracker())
-        for name in ("policy", "rollout_policy"):
-            inner = getattr(trainer, name)
-            setattr(trainer, name, PlannedModelPolicy(inner, ScriptedPolicy(synth_plan, noise=NOISE, seed=1)))
+        for name in ("policy", "rollout_policy"):  # separate objects when decoupled (the worker's model copy)
+            setattr(trainer, name, PlannedSampling(getattr(trainer, name), ScriptedPolicy(synth_plan, noise=NOISE, seed=1)))
         t0 = time.perf_counter()
         history = trainer.train(steps)
         wall = time.perf_counter() - t0

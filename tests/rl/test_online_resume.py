@@ -4,8 +4,6 @@ reference and the task pool of the uninterrupted run."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 import pytest
 import torch
 
@@ -16,34 +14,12 @@ from venus_core.models.loading import load_model
 from venus_core.rl.online import TaskPool, sim_phone_tasks
 from venus_core.rl.online.devices import LocalEnvs
 from venus_core.rl.online.loop import OnlineRL
-from venus_core.rl.online.policy import ScriptedPolicy
-from venus_core.rl.online.rollout import Completion
+from venus_core.rl.online.policy import PlannedSampling, ScriptedPolicy
 from venus_core.runtime.online_checkpoint import OnlineCheckpointing
 from venus_core.runtime.rl_checkpoint import StoppedAt
 from venus_core.train.tracker import NullTracker
 
 SIZE = (256, 256)
-
-
-class _Planned:
-    """Samples from the model (seeded per call, so the RNG matters) but acts with a noisy plan (so
-    groups differ and every step updates)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.scripted, self.name = inner, ScriptedPolicy(synth_plan, noise=0.4, seed=2), "planned"
-
-    def __getattr__(self, name: str) -> Any:  # version, calls, model: the inner ModelPolicy's
-        return getattr(self.inner, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("version", "calls"):
-            setattr(self.inner, name, value)
-        else:
-            object.__setattr__(self, name, value)
-
-    def act(self, requests: Any) -> list[Completion]:
-        sampled = self.inner.act(requests)
-        return [Completion(p.text, s.token_ids) for s, p in zip(sampled, self.scripted.act(requests), strict=True)]
 
 
 def _trainer(tiny_dir: Path) -> tuple[OnlineRL, LocalEnvs]:
@@ -55,7 +31,7 @@ def _trainer(tiny_dir: Path) -> tuple[OnlineRL, LocalEnvs]:
     pool = TaskPool(tasks, spec.task_pool.model_copy(update={"held_out": 0}), seed=0)
     source = LocalEnvs(lambda: SimPhoneEnv(transport="inprocess", size=SIZE), "mobile")
     t = OnlineRL(model, processor, spec, pool, source, NullTracker())
-    t.policy = t.rollout_policy = _Planned(t.policy)
+    t.policy = t.rollout_policy = PlannedSampling(t.policy, ScriptedPolicy(synth_plan, noise=0.4, seed=2))
     return t, source
 
 

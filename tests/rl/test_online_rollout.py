@@ -61,13 +61,16 @@ def test_invalid_answers_are_counted_not_executed_and_penalised(tasks: list[Any]
     assert stats.policy_steps == sum(t.length for t in trajs)
     assert stats.env_steps == stats.policy_steps - invalid  # malformed answers never reach the env
     for t in trajs:
-        assert all((s.action is None) == (not s.valid) or s.error for s in t.steps)
+        assert all(s.valid == (s.action is not None) or s.error for s in t.steps)
     spec = OnlineRLSpec()
+    assert any(t.success for t in trajs) and not all(t.success for t in trajs)
     for g in groups:
         sc = score_group(g, spec)
-        for t, r in zip(g, sc.rewards, strict=True):
-            penalty = spec.reward.invalid_penalty * t.invalid
-            assert r == pytest.approx((r + penalty if t.success else 0.0) - penalty)
+        won = [t.length for t in g if t.success]
+        for t, r in zip(g, sc.rewards, strict=True):  # the reports' formula, computed independently
+            t_min = min(won) if won else 1
+            completion = spec.reward.completion * spec.reward.eta ** ((t.length - t_min) / t_min) if t.success else 0.0
+            assert r == pytest.approx(completion - spec.reward.invalid_penalty * t.invalid)
 
 
 class _KillAfter:

@@ -99,12 +99,27 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     def make(name: str, seed: int) -> Any:
         return page.make_task(name, seed, max_steps=o.max_steps_per_episode)
 
+    steps = _oracle_steps(page, o.web_tasks, o.max_steps_per_episode)
     per_name = max(1, o.train_tasks // len(o.web_tasks))
-    one_screen = lambda t: 2  # noqa: E731 - these MiniWoB tasks are one screen: an action, then Finished
-    tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=one_screen)
-    held = [pool_task("miniwob", make(o.web_tasks[i % len(o.web_tasks)], HELD_OUT_SEED_START + i), 2, "static")
-            for i in range(o.task_pool.held_out)]
+    tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=lambda t: steps[t.app or ""])
+    names = [o.web_tasks[i % len(o.web_tasks)] for i in range(o.task_pool.held_out)]
+    held = [pool_task("miniwob", make(n, HELD_OUT_SEED_START + i), steps[n], "static") for i, n in enumerate(names)]
     return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web"), tasks, held
+
+
+def _oracle_steps(page: Any, names: Sequence[str], max_steps: int) -> dict[str, int]:
+    """Expected steps of each MiniWoB task: the length of its oracle's solved episode (seed 0; the
+    one-screen tasks of the pool solve in the same number of steps whatever the seed)."""
+    from venus_core.envs.miniwob_collect import run_oracle
+
+    out: dict[str, int] = {}
+    for name in names:
+        ep = run_oracle(page, name, 0, max_steps=max_steps)
+        if not ep.success:
+            raise ValueError(f"online_rl.web_tasks: the oracle of {name!r} did not solve it ({ep.error}); "
+                             "expected steps come from the oracle")
+        out[name] = len(ep.steps)
+    return out
 
 
 def _by_bucket(result: Any) -> dict[str, Any]:

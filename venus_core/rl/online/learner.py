@@ -62,6 +62,9 @@ def _behaviour(chunk: Sequence[tuple[StepRecord, float]], like: torch.Tensor) ->
     out = torch.zeros_like(like, requires_grad=False)
     for i, (st, _) in enumerate(chunk):
         vals = torch.tensor(st.behaviour_logp or [], dtype=like.dtype)
+        if len(vals) != len(st.completion.token_ids or ()):
+            raise ValueError(f"a step has {len(vals)} behaviour log-probs for {len(st.completion.token_ids or ())} "
+                             "sampled tokens")
         out[i, : len(vals)] = vals
     return out
 

@@ -89,4 +89,38 @@ class ScriptedPolicy:
         return out
 
 
-__all__ = ["ModelPolicy", "ScriptedPolicy", "answer_text"]
+class PlannedSampling:
+    """Samples every answer from `inner` (the model's real cost, its seeded RNG, its token ids) but
+    acts with `scripted`'s text: a system whose episodes have a known length and success mix while the
+    learner still trains on sampled tokens (the throughput benchmark, the exact-resume test).
+    `version` and `calls` are the inner policy's, so checkpoints and weight syncs see through it."""
+
+    def __init__(self, inner: ModelPolicy, scripted: ScriptedPolicy) -> None:
+        self.inner, self.scripted, self.name = inner, scripted, f"planned-{inner.name}"
+
+    @property
+    def model(self) -> Any:
+        return self.inner.model
+
+    @property
+    def version(self) -> int:
+        return self.inner.version
+
+    @version.setter
+    def version(self, v: int) -> None:
+        self.inner.version = v
+
+    @property
+    def calls(self) -> int:
+        return self.inner.calls
+
+    @calls.setter
+    def calls(self, v: int) -> None:
+        self.inner.calls = v
+
+    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        sampled = self.inner.act(requests)
+        return [Completion(p.text, s.token_ids) for s, p in zip(sampled, self.scripted.act(requests), strict=True)]
+
+
+__all__ = ["ModelPolicy", "PlannedSampling", "ScriptedPolicy", "answer_text"]
