@@ -1,4 +1,5 @@
-"""Diagnostic experiments behind docs/learning.md (session 2): does the tiny Qwen3-VL read position?
+"""Diagnostic experiments behind docs/learning.md (the image-path initialisation and coordinate
+curriculum findings, 2026-11-29, commit fb7e4cf): does the tiny Qwen3-VL read position?
 
 Usage: OMP_NUM_THREADS=1 [ENV...] python scripts/experiments/position_probe.py
 Task: a 24x24 square on a 128x128 screen, answer its quarter-column `[0]`..`[3]` (prompt `[x,y]?`);

@@ -522,7 +522,8 @@ class Engine:
         once all of this tensor's blocks are submitted, the free slots take `following`'s first
         blocks, so the workers keep computing across the tensor boundary while this thread handles
         the last blocks (most tensors are only 1-3 blocks: without this, every boundary left the
-        workers idle for a block's write; session 7, when this thread still wrote and hashed)."""
+        workers idle for a block's write; measured 2026-11-30 before commit f12ff16, when this
+        thread still wrote and hashed)."""
         job, stats, m = launch.job, launch.stats, self.m
         writer.begin(job.info.key)
         try:

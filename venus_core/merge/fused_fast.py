@@ -15,9 +15,9 @@ matrix, sum of squared deltas, checks) need float reductions, which only vectori
 be reassociated, so they run in separate small kernels with `fastmath={"reassoc"}`, chunk by
 chunk, accumulated in fp64 as fused.merge_block does. Tied entries the threshold keeps by
 position (known sparse positions; common in bf16, whose magnitudes tie often) are dropped by the
-vectorised loop and then recomputed one by one with the same per-parameter code, scalar (until
-session 7 their whole 1,024-entry chunk went to fused.merge_block: 2.2 vs 1.2 CPU-s of kernel
-in the 1 GB benchmark converted to bf16).
+vectorised loop and then recomputed one by one with the same per-parameter code, scalar (before
+commit 28a4950, 2026-11-30, their whole 1,024-entry chunk went to fused.merge_block: 2.2 vs 1.2
+CPU-s of kernel in the 1 GB benchmark converted to bf16).
 
 Caching: numba caches compiled code only for functions defined in a file, so `kernel(m)` writes
 the source once to `<cache>/venus_merge_m<M>_<digest>.py` (digest of the source and of fused.py,
