@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1.7
 # Venus rollout / judge image: vLLM's official OpenAI-compatible server plus the project
-# (processor files for Qwen3-VL checkpoints, the judge prompts, the rollout client).
+# (processor files for Qwen3-VL checkpoints, the judge prompts, the rollout client, and the worker
+# extension of online RL's weight sync: --worker-extension-cls
+# venus_core.rl.online.vllm_worker.VenusWorkerExtension, which must import in this image).
 # Build from the repository root:
 #   docker build -f images/rollout-vllm.Dockerfile --build-arg VENUS_GIT_REV=$(git rev-parse HEAD) .
 ARG VLLM_IMAGE=vllm/vllm-openai:v0.33.0
@@ -16,7 +18,7 @@ COPY agents ./agents
 # explicitly so that installing the project never replaces vLLM's pins.
 RUN pip install --no-deps . \
  && pip install "pydantic>=2.7,<3" "pyyaml>=6,<7" "typer>=0.12,<1" "rich>=13,<16" "minio>=7.2,<8" \
- && python3 -c "import vllm, venus_core"
+ && python3 -c "import vllm, venus_core.rl.online.vllm_worker"
 ENV VENUS_GIT_REV=${VENUS_GIT_REV} \
     HOME=/home/venus \
     HF_HOME=/home/venus/.cache/huggingface \

@@ -17,7 +17,9 @@ and independent tasks run in parallel on a cluster all the same. A domain whose
 
 Online RL: with `online_rl.enabled`, each navigation specialist (mobile, web) goes through an
 `online_rl` task (`components/online_rl.py`: `(agent_spec, overrides, domain, base: Input[Model],
-model: Output[Model], metrics: Output[Metrics])`) before the merge.
+model: Output[Model], metrics: Output[Metrics])`) before the merge. The two run at the same time,
+so a spec with `online_rl.rollout_server` must name one server per domain (`{domain}` in the URL):
+each task loads its own weights into its server.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's real annotation objects.
@@ -80,6 +82,13 @@ def _online_rl(spec: AgentSpec, run: _Stages, specialists: dict[str, Any], agent
     """The online RL slot: navigation specialists -> online_rl -> merge. Identity when disabled."""
     if not spec.online_rl.enabled:
         return specialists
+    server = spec.online_rl.rollout_server
+    domains = [d for d in ONLINE_RL_DOMAINS if d in specialists]
+    if server and len(domains) > 1 and "{domain}" not in server:
+        raise PipelineError(f"online_rl.rollout_server {server!r} is one server for the {' and '.join(domains)} "
+                            "online_rl tasks, which run at the same time and would load their weights into it "
+                            "in turn; name one server per domain with '{domain}' (e.g. http://vllm-rollout-{domain}"
+                            ".venus.svc:8000/v1)")
     out = dict(specialists)
     for domain in ONLINE_RL_DOMAINS:
         if domain in specialists:

@@ -11,6 +11,9 @@ the pod label `venus.dev/gpu-type` (for quotas and cost attribution) while place
 (`NVIDIA-H100-80GB-HBM3`) do not match the short names users write (`H100`). Credentials only ever
 arrive as environment variables from Secrets (never as pipeline parameters, never in the spec):
 the storage Secret when artifacts live in S3 / MinIO, the tracking Secret when the spec names one.
+The online_rl pods of a spec with a rollout server carry the label `venus.dev/rollout-client: "true"`:
+the rollout servers' dev-mode weight routes are unauthenticated, and their NetworkPolicy
+(manifests/overlays/gpu-cluster/vllm-rollout.yaml) admits only pods with that label.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ TRACKING_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
                  "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
 TRAINING_STAGES = ("mid_train", "offline_rl", "online_rl")
 KFP_RUN_ENV = "KFP_RUN_ID"  # venus_core.runtime.tracking.KFP_RUN_ENV
+ROLLOUT_CLIENT_LABEL = ("venus.dev/rollout-client", "true")  # the rollout servers' NetworkPolicy admits these pods
 RUN_ID_FIELD = "metadata.labels['pipeline/runid']"  # set on every pod of a run by the KFP API server
 
 
@@ -67,6 +71,8 @@ def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
         kubernetes.use_secret_as_env(task, p.tracking_secret, TRACKING_KEYS, optional=True)
     if p.checkpoints_pvc and stage in TRAINING_STAGES:
         kubernetes.mount_pvc(task, p.checkpoints_pvc, CHECKPOINTS_MOUNT)
+    if stage == "online_rl" and spec.online_rl.rollout_server:
+        kubernetes.add_pod_label(task, *ROLLOUT_CLIENT_LABEL)
     # The Kubeflow run id, for MLflow nesting and per-run checkpoint directories; from the pod's
     # label rather than a component input, which would change every run and defeat caching.
     kubernetes.use_field_path_as_env(task, KFP_RUN_ENV, RUN_ID_FIELD)

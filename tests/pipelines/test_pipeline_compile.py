@@ -196,6 +196,34 @@ def test_online_rl_sits_between_the_navigation_specialists_and_merge(tmp_path: P
     assert tasks[online["web"]]["inputs"]["artifacts"]["base"]["taskOutputArtifact"]["producerTask"] == "offline-rl-3"
 
 
+def test_the_production_online_rl_pods_reach_their_rollout_servers(
+        compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    """ui-venus-1.5-8b runs online RL on vLLM rollout servers: its online_rl pods mount the
+    checkpoints PVC (the weights the servers read) and carry the label the servers' NetworkPolicy
+    admits; no other pod carries it."""
+    from pipelines.k8s import ROLLOUT_CLIENT_LABEL
+
+    ir = compiled["ui-venus-1.5-8b"][1]
+    tasks = _tasks(ir)
+    online = sorted(n for n in tasks if n.startswith("online-rl"))
+    assert [tasks[n]["inputs"]["parameters"]["domain"]["runtimeValue"]["constant"] for n in online] == ["mobile", "web"]
+    k8s = ir["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    key, value = ROLLOUT_CLIENT_LABEL
+    for name, ex in k8s.items():
+        labels = ex.get("podMetadata", {}).get("labels", {})
+        if name.startswith("exec-online-rl"):
+            assert labels.get(key) == value and ex["pvcMount"][0]["mountPath"] == "/checkpoints"
+        else:
+            assert key not in labels, name
+
+
+def test_one_rollout_server_for_both_domains_is_refused() -> None:
+    shared = "online_rl.rollout_server=http://vllm-rollout.venus.svc:8000/v1"
+    spec = load_spec(ROOT / "agents" / "ui-venus-1.5-8b", [shared])
+    with pytest.raises(PipelineError, match=r"one server per domain with '\{domain\}'"):
+        build_pipeline(spec)
+
+
 def test_components_are_lightweight_on_the_given_image() -> None:
     comp = components.component("merge", "example/image:1")
     container = comp.pipeline_spec.deployment_spec["executors"]["exec-merge"]["container"]

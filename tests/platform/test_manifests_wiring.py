@@ -34,7 +34,8 @@ def test_gpu_limits_only_where_gpus_are_expected(overlay: tuple[str, list[Doc]])
             if "nvidia.com/gpu" in c["resources"]["limits"]
         }
     )
-    expected = [] if name == "local" else ["venus-deepspeed", "venus-torch-distributed", "vllm"]
+    expected = [] if name == "local" else ["venus-deepspeed", "venus-torch-distributed", "vllm",
+                                           "vllm-rollout-mobile", "vllm-rollout-web"]
     assert gpu == expected
     for d, pod, c in _all_containers(docs):
         if "nvidia.com/gpu" in c["resources"]["limits"]:
@@ -152,6 +153,63 @@ def test_vllm_serving_contract() -> None:
     assert any(a.startswith("--max-model-len=") for a in c["args"])
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"
     assert "vllm" not in {d["metadata"]["name"] for d in render(MANIFESTS / "overlays" / "local")}
+
+
+def test_rollout_servers_serve_what_online_rl_asks_for() -> None:
+    """Per online-RL domain: the spec's rollout_server URL names a Service of a vLLM Deployment that
+    runs the worker extension in dev mode, serves the spec's rollout_model with processed log-probs,
+    and mounts the checkpoints PVC read-only where `launch` puts the weights; only pods with the
+    label the pipeline gives online_rl pods may reach it."""
+    from pipelines.k8s import ROLLOUT_CLIENT_LABEL
+    from venus_core.config import load_spec
+    from venus_core.models.serve_rpc import load_extension
+    from venus_core.rl.online.vllm_worker import EXTENSION_CLS, WEIGHTS_ROOT_ENV
+    from venus_core.runtime.launch import CHECKPOINTS_MOUNT
+    from venus_core.runtime.online_rl import DOMAINS, rollout_server_of
+
+    spec = load_spec(ROOT / "agents" / "ui-venus-1.5-8b")
+    o = spec.online_rl
+    assert o.enabled and o.rollout_server_kind == "vllm" and "{domain}" in (o.rollout_server or "")
+    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    assert "vllm-rollout" not in str(render(MANIFESTS / "overlays" / "local"))
+    served_pods = []
+    for domain in DOMAINS:
+        url = rollout_server_of(o, domain)
+        assert url is not None and url.endswith("/v1")
+        host, port = url.split("//")[1].removesuffix("/v1").split(":")
+        service_name, namespace = host.split(".")[:2]
+        assert namespace == NAMESPACE
+        service = by_name[("Service", service_name)]
+        assert int(port) in {p["port"] for p in service["spec"]["ports"]}
+        dep = next(d for d in docs if d["kind"] == "Deployment"
+                   and d["spec"]["selector"]["matchLabels"].items() <= service["spec"]["selector"].items())
+        pod = dep["spec"]["template"]
+        served_pods.append(pod["metadata"]["labels"])
+        c = pod["spec"]["containers"][0]
+        assert c["image"] == spec.platform.images.rollout
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["VLLM_SERVER_DEV_MODE"] == "1" and env[WEIGHTS_ROOT_ENV] == str(CHECKPOINTS_MOUNT)
+        assert f"--worker-extension-cls={EXTENSION_CLS}" in c["args"]
+        load_extension(EXTENSION_CLS)  # the class the flag names exists (the image imports it at build)
+        assert f"--served-model-name={o.rollout_model}" in c["args"]
+        assert "--logprobs-mode=processed_logprobs" in c["args"]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        claim = next(n for n, v in volumes.items() if "persistentVolumeClaim" in v)
+        assert volumes[claim]["persistentVolumeClaim"] == {"claimName": spec.platform.checkpoints_pvc, "readOnly": True}
+        assert mounts[claim]["mountPath"] == str(CHECKPOINTS_MOUNT) and mounts[claim]["readOnly"] is True
+        assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"
+                and all(d["spec"]["podSelector"]["matchLabels"].items() <= labels.items() for labels in served_pods)]
+    assert len(policies) == 1
+    [policy] = policies
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": dict([ROLLOUT_CLIENT_LABEL])}}],
+                                          "ports": [{"protocol": "TCP", "port": 8000}]}]
+    # the judge / evaluation server keeps fixed weights: no dev mode there
+    judge = by_name[("Deployment", "vllm")]["spec"]["template"]["spec"]["containers"][0]
+    assert "VLLM_SERVER_DEV_MODE" not in {e["name"] for e in judge["env"]}
 
 
 # Device kind and port of each device-pool StatefulSet, as the gateway's device table must name them.

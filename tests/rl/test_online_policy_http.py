@@ -11,6 +11,7 @@ largest log-prob gap seen, printed at the end of the module (run with -s to see 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,138 @@ def test_rollouts_on_sim_phones_record_the_servers_ids_and_behaviour_logprobs(se
         gap = max(gap, max(abs(a - b) for a, b in zip(st.behaviour_logp, row)))
     MAX_MISMATCH["sim-phone rollout"] = gap
     assert gap < TOL
+
+
+# ---------------------------------------------------------------------------- kind="vllm"
+# The vLLM weight-sync path (POST /collective_rpc -> VenusWorkerExtension.venus_load_weights, then
+# POST /reset_prefix_cache) against venus serve's dev-mode routes running the same extension class
+# on the tiny model. vLLM itself cannot run here: its model loader is the one piece not exercised.
+
+
+def _serve_dev(model: Any, processor: Any, extension: Any = "ext") -> BackgroundServer:
+    from venus_core.models.serve_rpc import make_worker
+    from venus_core.rl.online.vllm_worker import VenusWorkerExtension
+
+    ext = VenusWorkerExtension if extension == "ext" else extension
+    app = create_app(transformers_runner(model, processor), "tiny", max_batch=4, batch_wait_ms=2,
+                     vocab_size=logits_size(model), worker=make_worker(model, ext))
+    return BackgroundServer(app)
+
+
+def _signed(model: Any, processor: Any, out: Path) -> Path:
+    """A checkpoint as `OnlineRL.sync_server` writes it (safetensors, then SHA256SUMS)."""
+    from venus_core.models.serve_weights import write_manifest
+
+    path = save_model(model, processor, out)
+    write_manifest(path)
+    return path
+
+
+def _rpc(srv: BackgroundServer, method: str, *args: Any) -> Any:
+    reply = requests.post(f"http://{srv.host}:{srv.port}/collective_rpc", json={"method": method, "args": list(args)},
+                          timeout=60)
+    assert reply.status_code == 200, reply.text
+    return reply.json()["results"][0]
+
+
+def test_vllm_kind_loads_the_learners_weights_and_a_tampered_checkpoint_changes_nothing(
+        tiny_dir: Path, tmp_path: Path) -> None:
+    model, processor = load_model(tiny_dir, ModelSpec())
+    other, _ = load_model(tiny_dir, ModelSpec())
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    step1 = _signed(other, processor, tmp_path / "v00001")
+    with _serve_dev(model, processor) as srv:
+        policy = _policy(srv, model, processor, kind="vllm")
+        before = _greedy(srv)
+        assert policy.load_weights(step1) == 1 and policy.version == 1
+        assert _health(srv)["dev_calls"] == {"collective_rpc": 1, "reset_prefix_cache": 1}
+        served = model.state_dict()
+        assert all(torch.equal(served[k], v) for k, v in other.state_dict().items())  # exactly the checkpoint's
+        after = _greedy(srv)
+        assert after != before
+        # what the server samples now is scored by the learner's new weights, not the old ones
+        reqs = _requests(3, same=0)
+        answers = policy.act(reqs)
+        ids = [a.token_ids or () for a in answers]
+        new_lp = _learner_logprobs(other, processor, reqs, ids, 1.0)
+        gap = 0.0
+        for a, row in zip(answers, new_lp, strict=True):
+            assert a.logprobs is not None and len(a.logprobs) == len(row)
+            for s, t in zip(a.logprobs, row):
+                gap = max(gap, abs(s - t))
+                assert abs(s - t) <= 1e-6 * max(1.0, abs(t)), (s, t)  # float32 resolution of the value
+        MAX_MISMATCH["after vllm-kind reload"] = gap
+        # a tampered checkpoint: refused with the reason, the served weights and version unchanged
+        bad = shutil.copytree(step1, tmp_path / "v00002")
+        sums = (bad / "SHA256SUMS").read_text()
+        digest = next(line.split()[0] for line in sums.splitlines() if line.endswith("model.safetensors"))
+        (bad / "SHA256SUMS").write_text(sums.replace(digest, "f" * 64))
+        with pytest.raises(PolicyServerError) as err:
+            policy.load_weights(bad)
+        message = str(err.value)
+        assert message.startswith(f"server: http://{srv.host}:{srv.port}/collective_rpc: venus_load_weights")
+        assert "sha256 does not match SHA256SUMS" in message and "unchanged" in message
+        assert policy.version == 1 and _greedy(srv) == after
+        assert _rpc(srv, "venus_weights_version")["version"] == 1
+        assert _health(srv)["dev_calls"] == {"collective_rpc": 3, "reset_prefix_cache": 1}  # no reset after a refusal
+        # an unsigned directory (the learner always signs) is refused too; a signed copy of the start loads
+        with pytest.raises(PolicyServerError, match="no SHA256SUMS"):
+            policy.load_weights(tiny_dir)
+        start = _signed(load_model(tiny_dir, ModelSpec())[0], processor, tmp_path / "v00003")
+        assert policy.load_weights(start) == 2 and _greedy(srv) == before
+
+
+def test_vllm_kind_errors_name_the_server_the_route_and_the_status(served: Served, tiny_dir: Path) -> None:
+    model, processor, plain = served
+    policy = _policy(plain, model, processor, kind="vllm", name="rollout-server")
+    with pytest.raises(PolicyServerError) as err:  # a server without dev mode has no such route
+        policy.load_weights(tiny_dir)
+    assert err.value.status == 404
+    assert f"rollout-server: http://{plain.host}:{plain.port}/collective_rpc" in str(err.value)
+    assert "HTTP 404" in str(err.value) and "VLLM_SERVER_DEV_MODE=1" in str(err.value)
+    with _serve_dev(model, processor, extension=None) as srv:  # dev mode, but no worker extension
+        with pytest.raises(PolicyServerError) as err:
+            _policy(srv, model, processor, kind="vllm").load_weights(tiny_dir)
+        assert err.value.status == 400 and "no method 'venus_load_weights'" in str(err.value)
+        assert "--worker-extension-cls venus_core.rl.online.vllm_worker.VenusWorkerExtension" in str(err.value)
+    with pytest.raises(ValueError, match="ending in /v1"):
+        ServerPolicy(f"http://{plain.host}:{plain.port}", "tiny", temperature=1.0, max_new_tokens=4, kind="vllm")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        ServerPolicy(plain.base_url, "tiny", temperature=1.0, max_new_tokens=4, kind="sglang")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_venus_serve_dev_mode_flags_run_the_extension(tiny_dir: Path, tmp_path: Path) -> None:
+    """The CLI: `VLLM_SERVER_DEV_MODE=1 venus serve --worker-extension-cls ...`, as the vLLM Deployment
+    is started, answers ServerPolicy(kind="vllm")."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "VLLM_SERVER_DEV_MODE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from venus_core.cli import main; main()", "serve", "--model", str(tiny_dir),
+         "--name", "tiny", "--port", "0", "--threads", "1",
+         "--worker-extension-cls", "venus_core.rl.online.vllm_worker.VenusWorkerExtension"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("serving "):
+                break
+        else:
+            pytest.fail("venus serve exited: " + "".join(lines)[-2000:])
+        base_url = line.split(" at ", 1)[1].split()[0]
+        model, processor = load_model(tiny_dir, ModelSpec())
+        policy = ServerPolicy(base_url, "tiny", temperature=1.0, max_new_tokens=4, kind="vllm", timeout=60)
+        assert policy.load_weights(_signed(model, processor, tmp_path / "v00001")) == 1
+        health = requests.get(base_url.removesuffix("/v1") + "/health", timeout=10).json()
+        assert health["dev_calls"] == {"collective_rpc": 1, "reset_prefix_cache": 1}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

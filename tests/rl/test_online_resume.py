@@ -69,3 +69,40 @@ def test_resume_refuses_a_checkpoint_of_another_job(tiny_dir: Path, tmp_path: Pa
                     extra_models={"ref": t.learner.ref})
     with pytest.raises(ValueError, match="not from an online_rl job"):
         OnlineCheckpointing(tmp_path / "ck", t, every=1).restore()
+
+
+def test_a_resumed_run_puts_the_checkpoints_weights_on_its_rollout_server(tiny_dir: Path, tmp_path: Path) -> None:
+    """The server still serves the weights the resumed process started from (the job's `--model`);
+    restoring a checkpoint syncs it, or the first steps would sample the wrong policy."""
+    from venus_core.models.serve_rpc import make_worker
+    from venus_core.models.serve_runner import logits_size
+    from venus_core.models.server import BackgroundServer, create_app, transformers_runner
+    from venus_core.rl.online.vllm_worker import VenusWorkerExtension
+
+    served, processor = load_model(tiny_dir, ModelSpec())
+    app = create_app(transformers_runner(served, processor), "tiny", vocab_size=logits_size(served),
+                     worker=make_worker(served, VenusWorkerExtension))
+    with BackgroundServer(app) as srv:
+        spec = OnlineRLSpec(rollout_server=srv.base_url, rollout_server_kind="vllm", rollout_model="tiny",
+                            kl={"adaptive": False, "coef": 1e-3})
+        source = LocalEnvs(lambda: SimPhoneEnv(transport="inprocess", size=SIZE), "mobile")
+
+        def trainer() -> OnlineRL:
+            model, _ = load_model(tiny_dir, ModelSpec())
+            pool = TaskPool(sim_phone_tasks([4], range(2), size=SIZE), spec.task_pool.model_copy(update={"held_out": 0}),
+                            seed=0)
+            return OnlineRL(model, processor, spec, pool, source, NullTracker(), weights_dir=tmp_path / "w")
+
+        a = trainer()
+        with torch.no_grad():
+            for p in a.learner.model.parameters():
+                p.add_(0.01)
+        a.learner.updates = 1
+        OnlineCheckpointing(tmp_path / "ck", a, every=1).save(1)
+        b = trainer()  # a fresh process: the server is back on --model's weights
+        assert not torch.equal(served.state_dict()["lm_head.weight"], a.learner.model.state_dict()["lm_head.weight"])
+        assert OnlineCheckpointing(tmp_path / "ck", b, every=1).restore() == 1
+        source.close()
+    for (name, x), y in zip(a.learner.model.state_dict().items(), served.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["v00001"]

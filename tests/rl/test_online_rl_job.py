@@ -65,41 +65,86 @@ def test_online_rl_refuses_levels_of_different_screen_sizes() -> None:
         load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.enabled=true", "online_rl.envs=[]"])
 
 
-def test_online_rl_job_with_a_rollout_server(tiny_dir: Path, tmp_path: Path) -> None:
-    """Rollouts sampled by `venus serve` (the vLLM path's protocol); weights synced after every update."""
+@pytest.mark.parametrize("kind", ["venus", "vllm"])
+def test_online_rl_job_with_a_rollout_server(tiny_dir: Path, tmp_path: Path, kind: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rollouts sampled by `venus serve`; weights synced after every update, through
+    POST /v1/load_weights (kind venus) or, as on a cluster's vLLM, POST /collective_rpc into
+    `VenusWorkerExtension` + POST /reset_prefix_cache (kind vllm, dev mode, weights in a separate
+    `--weights-dir` under $VENUS_WEIGHTS_ROOT, as the PVC is on a cluster)."""
     import torch
     from safetensors.torch import load_file
 
     from venus_core.config.spec import ModelSpec
     from venus_core.models.loading import load_model
+    from venus_core.models.serve_rpc import make_worker
     from venus_core.models.serve_runner import logits_size
     from venus_core.models.serve_weights import WeightReloader
     from venus_core.models.server import BackgroundServer, create_app, transformers_runner
+    from venus_core.rl.online.vllm_worker import WEIGHTS_ROOT_ENV, VenusWorkerExtension
     from venus_core.runtime.online_rl import main
 
     served, processor = load_model(tiny_dir, ModelSpec())
+    extra = ({"worker": make_worker(served, VenusWorkerExtension)} if kind == "vllm"
+             else {"weights": WeightReloader(served)})
     app = create_app(transformers_runner(served, processor), "tiny", max_batch=4, batch_wait_ms=2,
-                     vocab_size=logits_size(served), weights=WeightReloader(served))
-    out = tmp_path / "out"
+                     vocab_size=logits_size(served), **extra)
+    out, pvc = tmp_path / "out", tmp_path / "pvc"
+    monkeypatch.setenv(WEIGHTS_ROOT_ENV, str(pvc))
     with BackgroundServer(app) as srv:
         argv = ["--spec", str(ROOT / "agents" / "venus-tiny"), "--domain", "mobile", "--model", str(tiny_dir),
                 "--out", str(out), "--set", "online_rl.device_service=local",
                 "--set", f"online_rl.rollout_server={srv.base_url}", "--set", "online_rl.rollout_model=tiny",
+                "--set", f"online_rl.rollout_server_kind={kind}",
                 "--set", "online_rl.freeze_vision=false", "--set", "online_rl.lr=1e-3"]
+        if kind == "vllm":
+            argv += ["--weights-dir", str(pvc / "run-1" / "online_rl-mobile" / "weights")]
         for s in SMALL:
             argv += ["--set", s]
         assert main(argv) == 0
-        import urllib.request
+        import requests
 
-        health = json.loads(urllib.request.urlopen(f"{srv.base_url.removesuffix('/v1')}/health", timeout=10).read())
+        root = srv.base_url.removesuffix("/v1")
+        health = requests.get(f"{root}/health", timeout=10).json()
+        if kind == "vllm":
+            rpc = requests.post(f"{root}/collective_rpc", json={"method": "venus_weights_version"}, timeout=10)
+            version = rpc.json()["results"][0]["version"]
+        else:
+            version = health["weights_version"]
     report = json.loads((out / "report.json").read_text())
-    assert report["rollouts"]["weight_syncs"] == 1 + report["updates"] == health["weights_version"]
+    assert report["rollouts"]["weight_syncs"] == 1 + report["updates"] == version
+    if kind == "vllm":
+        assert health["dev_calls"]["reset_prefix_cache"] == version
+        assert not (pvc / "run-1" / "online_rl-mobile" / "weights").exists()  # the server's copies are removed
     assert not (out / "weights").exists()
     if report["updates"]:  # the server ends on the learner's final weights
         final = load_file(str(out / "model" / "model.safetensors"))
         for name, t in served.state_dict().items():
             if name in final:
                 assert torch.equal(t, final[name]), name
+
+
+def test_the_launcher_gives_online_rl_a_weights_dir_on_the_pvc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a Kubeflow run with a checkpoints PVC, a spec with a rollout server gets
+    `--weights-dir /checkpoints/<run>/online_rl-<domain>/weights` (the rollout servers mount the PVC)."""
+    from venus_core.runtime import launch
+    from venus_core.runtime.online_rl import rollout_server_of
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(launch, "run_in_pod", lambda job, argv, dist: seen.append(list(argv)) or 0)
+    monkeypatch.setenv("KFP_RUN_ID", "run-7")
+    spec = str(ROOT / "agents" / "ui-venus-1.5-8b")
+    base = ["--spec", spec, "--out", str(tmp_path / "o"), "--domain", "web", "--model", "m"]
+    assert launch.main(["online_rl", *base]) == 0
+    argv = seen[-1]
+    assert argv[argv.index("--checkpoints") + 1] == "/checkpoints/run-7/online_rl-web/checkpoints"
+    assert argv[argv.index("--weights-dir") + 1] == "/checkpoints/run-7/online_rl-web/weights"
+    assert launch.main(["online_rl", *base, "--weights-dir=/elsewhere"]) == 0  # an explicit one is kept
+    assert [a for a in seen[-1] if "weights" in a] == ["--weights-dir=/elsewhere"]
+    assert launch.main(["online_rl", *base, "--set", "online_rl.rollout_server=null"]) == 0  # in process: none
+    assert "--weights-dir" not in seen[-1]
+    o = load_spec(ROOT / "agents" / "ui-venus-1.5-8b").online_rl
+    assert rollout_server_of(o, "web") == "http://vllm-rollout-web.venus.svc:8000/v1"
 
 
 def test_sync_server_puts_the_learners_weights_on_the_server(tiny_dir: Path, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
     venus serve --model M [--name NAME] [--host 127.0.0.1] [--port 8000] [--max-batch 8]
                 [--batch-wait-ms 5] [--spec agent.yaml --set model.dtype=float32 ...]
                 [--allow-load-weights] [--return-tokens-as-token-ids]
+                [--dev-mode] [--worker-extension-cls pkg.mod.Class]
 
 `--model` is a Hugging Face checkpoint directory (Qwen2.5-VL / Qwen3-VL / Qwen3-VL-MoE), `bootstrap`
 (the shipped pre-trained tiny checkpoint) or `tiny` (the randomly initialised tiny default, built
@@ -14,8 +15,13 @@ the official `openai` client and RL rollouts (which need per-token logprobs) can
 (`rl.online.policy_http.ServerPolicy`) also send vLLM's `return_tokens_as_token_ids` (the flag makes
 it the default, as in vLLM) and, with `--allow-load-weights` (off by default, like vLLM's dev-mode
 routes: it lets any client make the server read a directory), reload weights with
-POST /v1/load_weights {"path": DIR} between batches. Prints one
-line with the URL once listening (port 0 picks a free port), then runs until SIGINT / SIGTERM.
+POST /v1/load_weights {"path": DIR} between batches. `--dev-mode` (or `VLLM_SERVER_DEV_MODE=1`, as
+in vLLM) adds vLLM's unauthenticated dev routes POST /collective_rpc and POST /reset_prefix_cache
+(`models.serve_rpc`), and `--worker-extension-cls` mixes a class into the serving worker as vLLM
+does: `--worker-extension-cls venus_core.rl.online.vllm_worker.VenusWorkerExtension` is the vLLM
+weight-sync path of online RL (`online_rl.rollout_server_kind: vllm`), run here on the transformers
+model. Prints one line with the URL once listening (port 0 picks a free port), then runs until
+SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -50,12 +56,19 @@ def register(app: typer.Typer) -> None:
         allow_load_weights: Annotated[bool, typer.Option(help="enable POST /v1/load_weights (online RL)")] = False,
         return_tokens_as_token_ids: Annotated[bool, typer.Option(
             help="logprobs name tokens as token_id:<id> unless a request says otherwise (vLLM's flag)")] = False,
+        dev_mode: Annotated[bool, typer.Option(
+            help="vLLM's dev routes POST /collective_rpc, /reset_prefix_cache (unauthenticated; also "
+                 "VLLM_SERVER_DEV_MODE=1)")] = False,
+        worker_extension_cls: Annotated[str | None, typer.Option(
+            help="class mixed into the serving worker, as vLLM's flag (e.g. "
+                 "venus_core.rl.online.vllm_worker.VenusWorkerExtension)")] = None,
     ) -> None:
         """Serve a model over the OpenAI chat-completions API (text + image data URLs), batching requests."""
         import torch
 
         from venus_core.config import AgentSpec, SpecError, load_spec
         from venus_core.models.loading import load_model
+        from venus_core.models.serve_rpc import dev_mode_from_env, make_worker
         from venus_core.models.serve_runner import logits_size
         from venus_core.models.serve_weights import WeightReloader
         from venus_core.models.server import bind, create_app, serve, transformers_runner
@@ -66,6 +79,10 @@ def register(app: typer.Typer) -> None:
         try:
             agent = load_spec(spec, overrides or []) if spec is not None else AgentSpec()
         except (SpecError, ValueError, OSError) as exc:
+            fail(str(exc))
+        try:
+            dev_mode = dev_mode or dev_mode_from_env()
+        except ValueError as exc:
             fail(str(exc))
         if threads is not None:
             torch.set_num_threads(threads)
@@ -78,11 +95,19 @@ def register(app: typer.Typer) -> None:
             sock = bind(host, port)
         except (OSError, ValueError) as exc:
             fail(f"--model {model!r}: {exc}")
+        try:  # the extension is loaded whether or not dev mode exposes it, as vLLM does
+            worker = make_worker(loaded, worker_extension_cls) if dev_mode or worker_extension_cls else None
+        except ValueError as exc:
+            fail(f"--worker-extension-cls: {exc}")
         app = create_app(transformers_runner(loaded, processor), served, max_batch=max_batch,
                          batch_wait_ms=batch_wait_ms, max_tokens_limit=max_tokens_limit,
                          vocab_size=logits_size(loaded), return_tokens_as_token_ids=return_tokens_as_token_ids,
-                         weights=WeightReloader(loaded) if allow_load_weights else None)
+                         weights=WeightReloader(loaded) if allow_load_weights else None,
+                         worker=worker if dev_mode else None)
         bound_host, bound_port = sock.getsockname()[:2]
         out_console.print(f"serving {served} at http://{bound_host}:{bound_port}/v1 (max batch {max_batch})")
+        if dev_mode:
+            out_console.print("dev mode: POST /collective_rpc and /reset_prefix_cache are enabled and "
+                              "unauthenticated")
         sys.stdout.flush()
         serve(app, sock, log_level=log_level)

@@ -230,8 +230,14 @@ class OnlineRLSpec(Section):
     call_timeout_s: float = Field(30.0, gt=0, description="limit of every env call (reset, step, success check)")
     micro_batch: int = Field(8, ge=1, description="step rows per forward/backward pass of the learner")
     staleness: int = Field(0, ge=0, description="rollout batches collected ahead of the learner (0: synchronous)")
-    rollout_server: str | None = Field(None, description="OpenAI-compatible generation server of the rollouts (vLLM; "
-                                       "venus serve --allow-load-weights); None: sample in process")
+    rollout_server: str | None = Field(None, description="OpenAI-compatible generation server of the rollouts, its "
+                                       "/v1 root (vLLM; venus serve); '{domain}' is replaced by mobile / web, so "
+                                       "each specialist has its own server; None: sample in process")
+    rollout_server_kind: Literal["venus", "vllm"] = Field(
+        "venus", description="how the rollout server loads the learner's weights: venus (venus serve "
+        "--allow-load-weights, POST /v1/load_weights) or vllm (vLLM with VLLM_SERVER_DEV_MODE=1 and "
+        "--worker-extension-cls venus_core.rl.online.vllm_worker.VenusWorkerExtension: POST /collective_rpc, "
+        "then /reset_prefix_cache)")
     rollout_model: str = Field("policy", description="model name the rollout server serves")
     save_every: int = Field(5, ge=1, description="steps between checkpoints (with --checkpoints)")
     seed: int = Field(0, description="seed of sampling, task order and rollouts")

@@ -229,10 +229,10 @@ class ChatClient:
         return session
 
     def post_json(self, body: dict[str, Any], label: str = "request", *, path: str = "/chat/completions",
-                  timeout_s: float | None = None) -> Any:
+                  timeout_s: float | None = None, empty_ok: bool = False) -> Any:
         """One HTTP POST of `body` to `base_url + path`; the reply's JSON, or ChatError (with
         `retryable` set: connection errors, timeouts, 429 and 5xx; a reply that is not JSON as
-        `retry_malformed` says)."""
+        `retry_malformed` says). `empty_ok`: an empty 200 reply is None (vLLM's admin routes)."""
         with self._lock:
             self.calls += 1
         url = self.base_url + path
@@ -252,6 +252,8 @@ class ChatClient:
             raise ChatError(f"{where}: HTTP {resp.status_code}: {detail}", retryable=retryable,
                             status=resp.status_code,
                             retry_after=retry_after_seconds(resp.headers.get("Retry-After")))
+        if empty_ok and not resp.content.strip():
+            return None
         try:
             return json.loads(resp.content)
         except ValueError as exc:

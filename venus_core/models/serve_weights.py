@@ -23,6 +23,8 @@ old weights serving:
   shape or dtype the served model does not have, or a non-finite value.
 Then `apply` copies the staged tensors into the served model in place (`load_state_dict`), on the
 generation thread between batches (`Batcher.exclusive`), so no request sees half-loaded weights.
+The directory checks (`verify_checkpoint`, `verify_manifest`, `refuse_pickles`, `non_finite`) are
+also those of the vLLM worker extension (`rl.online.vllm_worker`), which requires the manifest.
 Only weights change: the processor, tokenizer and generation config stay those loaded at start-up.
 """
 
@@ -79,25 +81,61 @@ def verify_manifest(root: Path) -> int:
     return len(listed)
 
 
-def verify_checkpoint(path: Path, model_type: str) -> None:
-    """Fail-closed checks of a checkpoint directory before anything is read (module docstring)."""
-    from venus_core.models.loading import ARCHITECTURE_MODEL_TYPES, check_checkpoint
-
-    if model_type not in ARCHITECTURE_MODEL_TYPES:
-        raise WeightsError(f"reloading weights is not supported for model_type {model_type!r}")
-    try:
-        check_checkpoint(path, model_type)
-    except (OSError, ValueError) as exc:
-        raise WeightsError(str(exc)) from None
-    pickles = sorted(p.relative_to(path).as_posix() for p in path.rglob("*")
+def refuse_pickles(root: Path) -> None:
+    """WeightsError naming the first pickle file anywhere under `root` (loading one executes code)."""
+    pickles = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
                      if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES)
     if pickles:
-        raise WeightsError(f"{path}: pickle file {pickles[0]} refused (loading it can execute code); "
+        raise WeightsError(f"{root}: pickle file {pickles[0]} refused (loading it can execute code); "
                            "write the checkpoint as safetensors only")
+
+
+def manifest_digest(root: Path) -> str | None:
+    """`sha256:<hex>` of `root/SHA256SUMS` (it names every file's digest, so it identifies the
+    checkpoint), or None without one."""
+    manifest = root / MANIFEST
+    return f"sha256:{_sha256(manifest)}" if manifest.is_file() else None
+
+
+def verify_checkpoint(path: Path, model_type: str | None = None, *, require_manifest: bool = False) -> str | None:
+    """Fail-closed checks of a checkpoint directory before anything is read (module docstring);
+    the manifest's digest (`manifest_digest`). Shared by `WeightReloader` (venus serve) and the
+    vLLM worker extension (`rl.online.vllm_worker`, which requires the manifest).
+
+    `model_type`: the served model's; None accepts any supported architecture, as config.json says."""
+    from venus_core.models.loading import ARCHITECTURE_MODEL_TYPES, check_checkpoint
+
+    path = Path(path)
+    declared = _declared_model_type(path) if model_type is None else model_type
+    architecture = next((a for a, types in ARCHITECTURE_MODEL_TYPES.items() if declared in types), None)
+    if architecture is None and (model_type is not None or declared is not None):
+        raise WeightsError(f"reloading weights is not supported for model_type {declared!r}")
+    architecture = architecture or next(iter(ARCHITECTURE_MODEL_TYPES))  # no config: check_checkpoint says why
+    try:
+        check_checkpoint(path, architecture)
+    except (OSError, ValueError) as exc:
+        raise WeightsError(str(exc)) from None
+    refuse_pickles(path)
+    if require_manifest and not (path / MANIFEST).is_file():
+        raise WeightsError(f"{path}: no {MANIFEST} manifest (the learner writes one last, after the weights); "
+                           "a checkpoint without it may be incomplete")
     verify_manifest(path)
+    return manifest_digest(path)
 
 
-def _non_finite(name: str, tensor: torch.Tensor) -> str | None:
+def _declared_model_type(path: Path) -> str | None:
+    """config.json's model_type, or None when it cannot be read (`check_checkpoint` then says why)."""
+    import json
+
+    try:
+        value = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def non_finite(name: str, tensor: torch.Tensor) -> str | None:
+    """Why `tensor` is refused (NaN / Inf values), or None."""
     import torch
 
     if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
@@ -151,7 +189,7 @@ class WeightReloader:
                                    f"is {tuple(want.shape)}")
             if tensor.dtype != want.dtype:
                 raise WeightsError(f"{root}: tensor {name} is {tensor.dtype}; the served model's is {want.dtype}")
-            why = _non_finite(name, tensor)
+            why = non_finite(name, tensor)
             if why is not None:
                 raise WeightsError(f"{root}: {why}")
         return {k: v.detach() for k, v in new.items()}
@@ -185,4 +223,5 @@ def write_manifest(root: str | Path) -> Path:
     return out
 
 
-__all__ = ["MANIFEST", "WeightReloader", "WeightsError", "verify_checkpoint", "verify_manifest", "write_manifest"]
+__all__ = ["MANIFEST", "PICKLE_SUFFIXES", "WeightReloader", "WeightsError", "manifest_digest", "non_finite",
+           "refuse_pickles", "verify_checkpoint", "verify_manifest", "write_manifest"]

@@ -9,8 +9,9 @@ Qwen-VL (`serve_protocol` for requests, `serve_responses` for replies): POST /v1
 vLLM's `return_tokens_as_token_ids`, also settable server-wide as vLLM's flag of that name), GET
 /v1/models, GET /health (which also reports batching counters and the weights version, used by
 tests and the benchmark), and, when enabled, POST /v1/load_weights for online RL (`serve_weights`:
-a verified checkpoint replaces the served weights between batches). The batch function is
-`serve_runner.transformers_runner`.
+a verified checkpoint replaces the served weights between batches), and, in dev mode, vLLM's
+POST /collective_rpc and POST /reset_prefix_cache (`serve_rpc`: the vLLM weight-sync path of online
+RL, with the same worker extension). The batch function is `serve_runner.transformers_runner`.
 
 FastAPI + uvicorn: both are already installed as MLflow's server stack and are what vLLM itself
 uses. Departures from vLLM: static rather than continuous batching, and streaming is a replay — a
@@ -52,12 +53,14 @@ def transformers_runner(model: Any, processor: Any) -> RunBatch:
 
 def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wait_ms: float = 5.0,
                max_tokens_limit: int = 4096, vocab_size: int | None = None,
-               return_tokens_as_token_ids: bool = False, weights: WeightReloader | None = None) -> FastAPI:
+               return_tokens_as_token_ids: bool = False, weights: WeightReloader | None = None,
+               worker: Any | None = None) -> FastAPI:
     """The ASGI app: `run(chats, Sampling) -> [Completion]` answers batches of chats.
 
     `vocab_size` bounds `logit_bias` token ids (`serve_runner.logits_size`); `return_tokens_as_token_ids`
     is the default of the request field of that name; `weights` (the served model's reloader) enables
-    POST /v1/load_weights, which otherwise answers 404.
+    POST /v1/load_weights, which otherwise answers 404; `worker` (`serve_rpc.make_worker`: dev mode)
+    enables vLLM's POST /collective_rpc and POST /reset_prefix_cache.
     """
     batcher = Batcher(run, max_batch=max_batch, wait_s=batch_wait_ms / 1000.0)
 
@@ -78,7 +81,9 @@ def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wai
     @app.get("/health")
     async def health() -> dict[str, Any]:
         reload = weights.status() if weights is not None else {"weights_version": 0, "weights_path": None}
-        return {"status": "ok", "model": served_name, "max_batch": max_batch, **batcher.stats.to_dict(), **reload}
+        dev = {"dev_calls": dict(app.state.dev_calls)} if worker is not None else {}
+        return {"status": "ok", "model": served_name, "max_batch": max_batch, **batcher.stats.to_dict(), **reload,
+                **dev}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -147,6 +152,10 @@ def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wai
             version = await batcher.exclusive(functools.partial(weights.apply, staged, path))
         return JSONResponse({"loaded": path, "version": version})
 
+    if worker is not None:
+        from venus_core.models.serve_rpc import add_dev_routes
+
+        add_dev_routes(app, batcher, worker)
     return app
 
 

@@ -18,6 +18,11 @@ Resume after a restart: inside a Kubeflow run with a checkpoints PVC, checkpoint
 `--checkpoints /checkpoints/<KFP run id>/<job>`; a retried pod of the same run finds the last
 checkpoint there and continues from it (the job's exact resume, venus_core.train.checkpoint).
 Only the mid_train job has a `distributed` section; other jobs always run in the pod.
+
+Online RL with a rollout server: the learner's weights must be readable by the server, so
+in such a run `online_rl` also gets `--weights-dir /checkpoints/<KFP run id>/<job>/weights`, on the
+same PVC, which the rollout servers mount read-only at the same path
+(manifests/overlays/gpu-cluster/vllm-rollout.yaml).
 """
 
 from __future__ import annotations
@@ -185,7 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ckpt = checkpoint_dir(spec, key)
     if ckpt is not None and job in CHECKPOINTED_JOBS and known.checkpoints is None:
         rest += ["--checkpoints", str(ckpt)]
+    if ckpt is not None and job == "online_rl" and spec.online_rl.rollout_server and not _has(rest, "--weights-dir"):
+        rest += ["--weights-dir", str(ckpt.parent / "weights")]  # the rollout server mounts the PVC too
     return run_in_pod(job, rest, dist)
+
+
+def _has(argv: Sequence[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
 
 
 if __name__ == "__main__":

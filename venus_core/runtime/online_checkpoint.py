@@ -57,6 +57,8 @@ class OnlineCheckpointing:
         t.totals = Counter({k: int(v) for k, v in o["totals"].items()})
         self.before = o.get("before")
         self.saved_step = int(state["step"])
+        if t.spec.rollout_server:  # the server still serves the weights the run started with
+            t.sync_server()
         print(f"[online_rl] resumed from {path} (step {self.saved_step})", file=sys.stderr, flush=True)
         return self.saved_step
 

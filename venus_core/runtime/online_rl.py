@@ -128,11 +128,19 @@ def _by_bucket(result: Any) -> dict[str, Any]:
     return rates_by(result.samples, "bucket", "success")
 
 
+def rollout_server_of(o: Any, domain: str) -> str | None:
+    """`online_rl.rollout_server` with `{domain}` replaced: each specialist samples from its own
+    server (two jobs loading their weights into one server would sample each other's)."""
+    return None if o.rollout_server is None else o.rollout_server.replace("{domain}", domain)
+
+
 def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tracker | None = None,
-        checkpoints: Path | None = None, stop_at: int | None = None) -> dict[str, Any]:
+        checkpoints: Path | None = None, stop_at: int | None = None, weights_dir: Path | None = None) -> dict[str, Any]:
     """The job body (also called in process by tests). With `checkpoints` the run is saved there
     every `online_rl.save_every` steps and a run that finds a checkpoint continues from it
-    (`online_checkpoint`); `stop_at` (tests) ends training after that many steps, as a kill would."""
+    (`online_checkpoint`); `stop_at` (tests) ends training after that many steps, as a kill would.
+    With a rollout server the learner's weights go to `weights_dir` (default `OUT/weights`), a
+    directory the server must read at the same path (on a cluster: the checkpoints PVC, `launch`)."""
     from venus_core.runtime.online_checkpoint import OnlineCheckpointing
 
     from venus_core.eval.results import result_from_dict
@@ -141,8 +149,9 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
 
     if domain not in DOMAINS:
         raise ValueError(f"--domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
-    o = spec.online_rl
+    o = spec.online_rl.model_copy(update={"rollout_server": rollout_server_of(spec.online_rl, domain)})
     out.mkdir(parents=True, exist_ok=True)
+    weights = (weights_dir or out / "weights") if o.rollout_server else None
     prov = provenance(JOB, spec, [model_dir])
     torch.manual_seed(o.seed)
     random.seed(o.seed)
@@ -153,7 +162,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
     t0 = time.perf_counter()
     with open_domain(spec, domain) as (pool, source, held):
         trainer = OnlineRL(model, processor, o, pool, source, tracker, eval_batch_size=spec.eval.batch_size,
-                           weights_dir=out / "weights" if o.rollout_server else None)
+                           weights_dir=weights)
         ckpt = OnlineCheckpointing(checkpoints, trainer, o.save_every, stop_at)
         start = ckpt.restore()
         if ckpt.before is not None:
@@ -189,10 +198,10 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
         tracker.log_metrics({"held_out/success_before": success_rate(before),
                              "held_out/success_after": success_rate(after)}, o.steps)  # type: ignore[arg-type]
     save_model(model, processor, out / "model")
-    if o.rollout_server:
+    if weights is not None:
         import shutil
 
-        shutil.rmtree(out / "weights", ignore_errors=True)  # the server's copies, not an output
+        shutil.rmtree(weights, ignore_errors=True)  # the server's copies, not an output
     write_json_atomic(out / "report.json", report)
     tracker.log_artifact(out / "report.json", "report.json")
     return report
@@ -204,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", required=True, help="HF checkpoint directory to start from (the offline specialist)")
     p.add_argument("--checkpoints", default=None, metavar="DIR",
                    help="checkpoint directory (a PVC on a cluster): saved every save_every steps, resumed when present")
+    p.add_argument("--weights-dir", default=None, metavar="DIR",
+                   help="where the rollout server reads the learner's weights (default OUT/weights; "
+                        "a PVC on a cluster)")
     p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N
     args = p.parse_args(argv)
     spec = load_job_spec(args)
@@ -211,7 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with job_tracking(JOB, spec, out, section="online_rl", tags={"venus.domain": args.domain}) as tracker:
         try:
             report = run(spec, args.domain, args.model, out, tracker=tracker,
-                         checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at)
+                         checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at,
+                         weights_dir=Path(args.weights_dir) if args.weights_dir else None)
         except StoppedAt as stop:
             print(f"online_rl: stopped after step {stop.step} (--stop-at)", file=sys.stderr)
             return 3

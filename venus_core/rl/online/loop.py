@@ -15,9 +15,11 @@ log-probs the worker recorded. The worker is paused while the held-out tasks are
 the same devices).
 
 With `rollout_server` the rollouts are sampled by an OpenAI-compatible server (vLLM in a cluster,
-`venus serve --allow-load-weights` here; `policy_http.ServerPolicy`), whose answers carry the
-sampled ids and their log-probs (the behaviour log-probs); after every update the learner's
-weights are saved as a verified checkpoint and the server loads them (`sync_server`).
+`venus serve` here; `policy_http.ServerPolicy`), whose answers carry the sampled ids and their
+log-probs (the behaviour log-probs); after every update the learner's weights are saved as a
+verified checkpoint (safetensors + SHA256SUMS) in `weights_dir`, which the server must be able to
+read, and the server loads them (`sync_server`; `rollout_server_kind` says how: venus serve's
+/v1/load_weights, or vLLM's /collective_rpc into `vllm_worker.VenusWorkerExtension`).
 """
 
 from __future__ import annotations
@@ -102,7 +104,9 @@ class OnlineRL:
                 raise ValueError("online_rl.rollout_server needs a weights directory the server can read")
             self.rollout_policy = ServerPolicy(spec.rollout_server, spec.rollout_model, temperature=spec.temperature,
                                                max_new_tokens=spec.max_new_tokens, seed=spec.seed, name="rollout-server",
-                                               timeout=spec.call_timeout_s * 4, **learner_token_ids(model, processor))
+                                               concurrency=max(8, spec.devices),
+                                               timeout=spec.call_timeout_s * 4, kind=spec.rollout_server_kind,
+                                               **learner_token_ids(model, processor))
             self.sync_server()
         elif spec.staleness > 0:
             self.rollout_policy = ModelPolicy(copy.deepcopy(model).eval(), processor, temperature=spec.temperature,
@@ -130,11 +134,11 @@ class OnlineRL:
         self.rollout_policy.version = self.learner.updates
         self.totals["weight_syncs"] += 1
         self.totals["weight_sync_ms"] += int(1000 * (time.perf_counter() - t0))
-        previous = self.weights_dir / f"v{self.learner.updates - 1:05d}"
-        if previous.is_dir():  # the server has moved on: keep one copy on disk
-            import shutil
+        import shutil
 
-            shutil.rmtree(previous, ignore_errors=True)
+        for previous in self.weights_dir.glob("v[0-9]*"):  # the server has moved on: keep one copy on disk
+            if previous != out and previous.is_dir():
+                shutil.rmtree(previous, ignore_errors=True)
 
     def collect(self, version: int) -> tuple[list[list[Trajectory]], RolloutStats]:
         """One batch of groups with the rollout policy (on the worker thread when decoupled)."""

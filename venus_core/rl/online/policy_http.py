@@ -43,7 +43,15 @@ reports *raw* log-probs (before temperature) unless started with `--logprobs-mod
 processed_logprobs`, which T != 1 needs for these to be behaviour log-probs.
 
 `version` is the server's weights version: `load_weights(path)` asks the server to load a
-checkpoint (POST /v1/load_weights, `models.serve_weights`) and takes the version it answers.
+checkpoint directory on its filesystem and takes the version it answers. How depends on `kind`:
+- `venus` (`venus serve --allow-load-weights`): POST {base_url}/load_weights `{"path"}` ->
+  `{"loaded": path, "version"}` (`models.serve_weights`);
+- `vllm` (vLLM with `VLLM_SERVER_DEV_MODE=1` and `--worker-extension-cls
+  venus_core.rl.online.vllm_worker.VenusWorkerExtension`; also `venus serve --dev-mode` with that
+  flag): POST {root}/collective_rpc `{"method": "venus_load_weights", "args": [path]}` -> one result
+  per worker, each `{"path", "loaded", "version", "digest"}` or `{"error", "unchanged"}`, then POST
+  {root}/reset_prefix_cache (cached KV blocks hold the old weights' keys and values). `root` is the
+  server root: `base_url` without its `/v1`.
 Every HTTP call has a timeout (`timeout`; `load_timeout` for reloads); connection errors, timeouts,
 429 and 5xx are retried (`retries`), anything else fails at once. A request that fails, or a reply
 that is not what was asked for, raises `PolicyServerError` naming the episode.
@@ -54,7 +62,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from venus_core.models.openai_client import ChatClient, ChatError, chat_body
 from venus_core.models.prompts import build_messages
@@ -63,6 +71,10 @@ from venus_core.rl.online.rollout import Completion, StepRequest
 TOKEN_ID_PREFIX = "token_id:"
 BAN_BIAS = -100.0  # the OpenAI logit_bias value that bans a token
 _SEED_MOD = 2**63
+ServerKind = Literal["venus", "vllm"]
+SERVER_KINDS: tuple[str, ...] = ("venus", "vllm")
+LOAD_METHOD = "venus_load_weights"  # rl.online.vllm_worker.LOAD_METHOD (not imported: it pulls in torch)
+EXTENSION_CLS = "venus_core.rl.online.vllm_worker.VenusWorkerExtension"
 
 
 class PolicyServerError(RuntimeError):
@@ -157,7 +169,10 @@ class ServerPolicy:
     def __init__(self, base_url: str, model: str, *, temperature: float, max_new_tokens: int,
                  seed: int | None = 0, timeout: float = 120.0, concurrency: int = 8, name: str = "server",
                  end_token_ids: Sequence[int] = (), suppress_token_ids: Sequence[int] = (),
-                 retries: int = 2, load_timeout: float = 600.0, api_key: str | None = None) -> None:
+                 retries: int = 2, load_timeout: float = 600.0, api_key: str | None = None,
+                 kind: ServerKind = "venus") -> None:
+        if kind not in SERVER_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(SERVER_KINDS)}, got {kind!r}")
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0 (the learner's sampling temperature), got {temperature}")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
@@ -166,6 +181,15 @@ class ServerPolicy:
             raise ValueError(f"timeout and load_timeout must be > 0, got {timeout}, {load_timeout}")
         self.client = ChatClient(base_url, model, api_key=api_key, concurrency=concurrency, timeout_s=timeout,
                                  max_retries=retries, retry_malformed=False)
+        self.kind = kind
+        self.admin: ChatClient | None = None  # the server root's routes (kind vllm)
+        if kind == "vllm":
+            root = self.client.base_url
+            if not root.endswith("/v1"):
+                raise ValueError(f"kind vllm: base_url must be the OpenAI API root ending in /v1 (the weight "
+                                 f"routes are at the server root beside it), got {base_url!r}")
+            self.admin = ChatClient(root.removesuffix("/v1"), model, api_key=api_key, concurrency=1,
+                                    timeout_s=load_timeout, max_retries=0, retry_malformed=False)
         self.model = model
         self.temperature = float(temperature)
         self.max_new_tokens = max_new_tokens
@@ -218,19 +242,61 @@ class ServerPolicy:
 
     def load_weights(self, path: str | Path) -> int:
         """Have the server load the checkpoint at `path` (a directory on the server's filesystem);
-        sets and returns the server's new weights version."""
-        label = f"load_weights {str(path)!r}"
-        try:
-            reply = self.client.post_json({"path": str(path)}, label, path="/load_weights",
-                                          timeout_s=self.load_timeout)
-        except ChatError as exc:
-            raise PolicyServerError(f"{self.name}: {exc}", status=exc.status) from None
-        version = reply.get("version") if isinstance(reply, dict) else None
-        if isinstance(version, bool) or not isinstance(version, int) or reply.get("loaded") != str(path):
-            raise PolicyServerError(f"{self.name}: {self.client.base_url}/load_weights: {label}: unexpected "
-                                    f"reply {str(reply)[:200]}")
+        sets and returns the server's new weights version. PolicyServerError naming the server, the
+        route and the status otherwise (module docstring)."""
+        version = self._load_vllm(str(path)) if self.kind == "vllm" else self._load_venus(str(path))
         self.version = version
         return version
 
+    def _load_venus(self, path: str) -> int:
+        label = f"load_weights {path!r}"
+        try:
+            reply = self.client.post_json({"path": path}, label, path="/load_weights", timeout_s=self.load_timeout)
+        except ChatError as exc:
+            hint = " (a venus serve started without --allow-load-weights?)" if exc.status == 404 else ""
+            raise PolicyServerError(f"{self.name}: {exc}{hint}", status=exc.status) from None
+        version = reply.get("version") if isinstance(reply, dict) else None
+        if isinstance(version, bool) or not isinstance(version, int) or reply.get("loaded") != path:
+            raise PolicyServerError(f"{self.name}: {self.client.base_url}/load_weights: {label}: unexpected "
+                                    f"reply {str(reply)[:200]}")
+        return version
 
-__all__ = ["Answer", "PolicyServerError", "ServerPolicy", "learner_token_ids", "parse_answer", "token_id"]
+    def _load_vllm(self, path: str) -> int:
+        assert self.admin is not None
+        root, label = self.admin.base_url, f"{LOAD_METHOD} {path!r}"
+        body = {"method": LOAD_METHOD, "args": [path], "kwargs": {}, "timeout": self.load_timeout}
+        try:  # the HTTP wait outlasts the RPC's own timeout, so the server's answer is the one seen
+            reply = self.admin.post_json(body, label, path="/collective_rpc", timeout_s=self.load_timeout + 30.0)
+        except ChatError as exc:
+            hint = ""
+            if exc.status == 404:
+                hint = " (a vLLM server started without VLLM_SERVER_DEV_MODE=1, or venus serve without --dev-mode?)"
+            elif exc.status is not None and exc.status >= 400:
+                hint = f" (a server started without --worker-extension-cls {EXTENSION_CLS}?)"
+            raise PolicyServerError(f"{self.name}: {exc}{hint}", status=exc.status) from None
+        where = f"{self.name}: {root}/collective_rpc: {label}"
+        results = reply.get("results") if isinstance(reply, dict) else None
+        if not isinstance(results, list) or not results or not all(isinstance(r, dict) for r in results):
+            raise PolicyServerError(f"{where}: unexpected reply {str(reply)[:300]} (one result object per worker "
+                                    "expected)")
+        failed = [r for r in results if "error" in r]
+        if failed:
+            worst = next((r for r in failed if r.get("unchanged") is not True), failed[0])
+            raise PolicyServerError(f"{where}: refused by {len(failed)} of {len(results)} workers: "
+                                    f"{str(worst['error'])[:1000]}")
+        versions = {r.get("version") for r in results}
+        version = versions.pop() if len(versions) == 1 else None
+        if (isinstance(version, bool) or not isinstance(version, int) or any(r.get("path") != path for r in results)
+                or len({r.get("digest") for r in results}) != 1):
+            raise PolicyServerError(f"{where}: the workers' replies disagree or are not load results: "
+                                    f"{str(results)[:300]}")
+        try:
+            self.admin.post_json({}, "reset_prefix_cache", path="/reset_prefix_cache", empty_ok=True)
+        except ChatError as exc:
+            raise PolicyServerError(f"{self.name}: {exc} (the weights are loaded, but cached prefixes of the old "
+                                    "weights may be reused)", status=exc.status) from None
+        return version
+
+
+__all__ = ["SERVER_KINDS", "Answer", "PolicyServerError", "ServerKind", "ServerPolicy", "learner_token_ids",
+           "parse_answer", "token_id"]
