@@ -123,6 +123,27 @@ def test_run_reports_the_failing_stage(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["status"] == "FAILURE"
 
 
+@pytest.mark.slow
+def test_run_off_a_terminal_prints_a_line_per_stage_change_and_keeps_kfp_output_in_the_logs(tmp_path: Path) -> None:
+    """Without --verbose, kfp.local's stream (executor inputs, artifact URIs) goes to OUT/logs only;
+    stdout, not a terminal here, gets one plain line per stage state change and the failing log's end."""
+    broken = "data.sources=[{name: broken, kind: dataset, uri: " + str(tmp_path / "missing") + "}]"
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["run", str(ROOT / "agents/venus-tiny"), "--set", broken,
+                              "--set", "offline_rl.grounding.sources=[]", "--out", str(out)])
+    assert res.exit_code == 1
+    assert "stages: score_data, mid_train, offline_rl: grounding, offline_rl: mobile" in res.output
+    changes = [line.split()[1:3] for line in res.output.splitlines() if line[:2].isdigit() and line[2:3] == ":"]
+    assert changes == [["score_data", "running"], ["score_data", "failed"]]
+    for raw in ("Executing task", "executor_input", "Streamed logs", "finished with status"):
+        assert raw not in res.output
+    stage_log = (out / "logs" / "score_data.log").read_text()
+    assert "Executing task 'score-data'" in stage_log and "missing" in stage_log
+    assert "finished with status FAILURE" in (out / "logs" / "pipeline.log").read_text()
+    assert f"stage score_data failed (last lines of {out.resolve() / 'logs' / 'score_data.log'})" in res.output
+    assert "missing" in res.output.split("stage score_data failed")[1]
+
+
 def test_run_rejects_a_bad_spec_before_running(tmp_path: Path) -> None:
     res = runner.invoke(app, ["run", str(ROOT / "agents/venus-tiny"), "--set", "mid_train.lr=-1",
                               "--out", str(tmp_path / "o")])

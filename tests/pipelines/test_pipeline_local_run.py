@@ -105,3 +105,15 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     models = {key.split("/")[0] for key in ev["metrics"]}
     assert models == {"mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged"}
     assert json.loads((tmp_path / "summary.json").read_text())["stages"] == stages
+    logs = {s["task"]: Path(s["log"]) for s in stages}  # kfp.local's stream, split per stage
+    assert logs["offline-rl-2"].name == "offline_rl-mobile.log"
+    assert all(f"Executing task '{task}'" in path.read_text() for task, path in logs.items())
+    assert "Pipeline" in (tmp_path / "logs" / "pipeline.log").read_text()
+
+    # The same spec into the same OUT again (a resume): kfp.local's cache gives back every stage.
+    again = run_local(TINY, SHRINK, tmp_path, echo=None)
+    assert again["status"] == "SUCCESS" and again["seconds"] < summary["seconds"]
+    assert all(s["cached"] and s["status"] == "SUCCESS" for s in again["stages"])
+    assert sorted(s["task"] for s in again["stages"]) == sorted(s["task"] for s in stages)
+    first = {s["task"]: (s["outputs"], s["metrics"], s.get("domain")) for s in stages}
+    assert {s["task"]: (s["outputs"], s["metrics"], s.get("domain")) for s in again["stages"]} == first
