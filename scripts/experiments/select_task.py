@@ -69,6 +69,13 @@ def main() -> None:
     ap.add_argument("--replay", type=float, default=0.2, help="share of level-0 records in the level-1 stage")
     ap.add_argument("--l1-coarse", type=int, default=0, help="snap level-1 targets to this grid's cell centres")
     ap.add_argument("--eval-limit", type=int, default=200)
+    ap.add_argument("--set", action="append", default=[], help="agent-spec override, e.g. model.tiny.merger_output_gain=10")
+    ap.add_argument("--init", default="", help="start from this checkpoint (with --l0-steps 0,0: no level-0 stages)")
+    ap.add_argument("--l1-buttons", type=int, default=0,
+                    help="level-1 boards with exactly this many buttons (0 = 3-9); the usual 3-9 level-1 split is scored at the end")
+    ap.add_argument("--qk-lr-mult", type=float, default=1.0,
+                    help="learning-rate multiplier of the text model's q_proj/k_proj (all stages)")
+    ap.add_argument("--l1-lr", type=float, default=0.0, help="level-1 stage learning rate (0 = mid_train.lr)")
     ap.add_argument("--text-first", action="store_true",
                     help="put the instruction before the screenshot in the user turn (image tokens can attend to it)")
     args = ap.parse_args()
@@ -96,19 +103,42 @@ def main() -> None:
     from venus_core.train.evaluate import evaluate_held_out
     from venus_core.train.sft import train_sft
 
-    if args.grid == 4:  # both modules that draw boards import it by name
-        synth_tasks.grid_board = aligned_grid_board  # type: ignore[assignment]
-        synth_generate.grid_board = aligned_grid_board  # type: ignore[assignment]
+    def use_board(n: int | None) -> None:
+        """Patch the board drawer (both modules that draw boards import it by name)."""
+        if args.grid == 4 or n:
+            draw = aligned_grid_board if args.grid == 4 else None
+            if draw is None:
+                raise SystemExit("--l1-buttons needs --grid 4")
+            fixed = (lambda rng, *, labels: draw(rng, labels=labels, n=n)) if n else draw
+            synth_tasks.grid_board = fixed  # type: ignore[assignment]
+            synth_generate.grid_board = fixed  # type: ignore[assignment]
+
+    use_board(None)
     torch.set_num_threads(1)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     spec = load_spec("agents/venus-tiny", [f"model.tiny.vision_hidden_size={args.vision_width}",
-                                           f"model.tiny.seed={args.seed}"])
-    model, processor = load_model("tiny", spec.model, "cpu", tiny_dir=work / "init")
+                                           f"model.tiny.seed={args.seed}", *args.set])
+    if args.init:
+        model, processor = load_model(args.init, spec.model, "cpu")
+        model.train()
+    else:
+        model, processor = load_model("tiny", spec.model, "cpu", tiny_dir=work / "init")
     env = DistEnv(0, 1, 0, torch.device("cpu"), "single")
+    if args.qk_lr_mult != 1.0:  # train_sft builds torch.optim.AdamW(params, lr=...): split its params
+        qk = {id(p) for n, p in model.named_parameters()
+              if "language_model" in n and (".q_proj." in n or ".k_proj." in n)}
+        adamw = torch.optim.AdamW
 
-    def data(level: int, n: int, seed: int) -> Path:
-        d = work / f"level{level}-n{n}-s{seed}"
+        def grouped(params, lr, **kw):  # type: ignore[no-untyped-def]
+            params = list(params)
+            return adamw([{"params": [p for p in params if id(p) not in qk], "lr": lr},
+                          {"params": [p for p in params if id(p) in qk], "lr": lr * args.qk_lr_mult}], lr=lr, **kw)
+
+        torch.optim.AdamW = grouped  # type: ignore[misc,assignment]
+
+    def data(level: int, n: int, seed: int, tag: str = "") -> Path:
+        d = work / f"level{level}{tag}-n{n}-s{seed}"
         if not (d / "manifest.json").is_file():
             synthesize("grounding", n, level, seed, d, platform="both")
         return d
@@ -116,8 +146,8 @@ def main() -> None:
     def corpus(*dirs: Path) -> Corpus:
         return load_corpus(list(dirs), validation_fraction=0.05, history_len=spec.data.history_len, seed=0)
 
-    def cfg(steps: int, k: int, eval_every: int):  # type: ignore[no-untyped-def]
-        return spec.mid_train.model_copy(update={
+    def cfg(steps: int, k: int, eval_every: int, lr: float = 0.0):  # type: ignore[no-untyped-def]
+        return spec.mid_train.model_copy(update={"lr": lr or spec.mid_train.lr,
             "max_steps": steps, "eval_every": eval_every, "save_every": steps,
             "warmup_steps": min(spec.mid_train.warmup_steps, max(0, steps // 4)), "seed": spec.mid_train.seed + k})
 
@@ -133,15 +163,25 @@ def main() -> None:
 
     l0 = corpus(data(0, 2000, 1000))
     coarse, exact = (int(s) for s in args.l0_steps.split(","))
-    c0, _ = coarse_targets(l0, 4)
-    r = train_sft(model, processor, c0, GROUNDING_ONLY, cfg(coarse, 0, coarse), env, ckpt_dir=work / "ck0",
-                  eval_limit=args.eval_limit)
-    note("l0-coarse", r.rates, coarse)
-    r = train_sft(model, processor, l0, GROUNDING_ONLY, cfg(exact, 1, exact), env, ckpt_dir=work / "ck1",
-                  eval_limit=args.eval_limit)
-    note("l0-exact", r.rates, exact)
+    if coarse:
+        c0, _ = coarse_targets(l0, 4)
+        r = train_sft(model, processor, c0, GROUNDING_ONLY, cfg(coarse, 0, coarse), env, ckpt_dir=work / "ck0",
+                      eval_limit=args.eval_limit)
+        note("l0-coarse", r.rates, coarse)
+    if exact:
+        r = train_sft(model, processor, l0, GROUNDING_ONLY, cfg(exact, 1, exact), env, ckpt_dir=work / "ck1",
+                      eval_limit=args.eval_limit)
+        note("l0-exact", r.rates, exact)
+    if not (coarse or exact):
+        note("init", evaluate_held_out(model, processor, l0.held_out, limit=args.eval_limit), 0)
 
-    l1 = corpus(data(1, 8000, 1001))
+    l1_all = corpus(data(1, 8000, 1001))
+    if args.l1_buttons:
+        use_board(args.l1_buttons)
+        l1 = corpus(data(1, 8000, 1001, tag=f"b{args.l1_buttons}"))
+        use_board(None)
+    else:
+        l1 = l1_all
     n_replay = round(args.replay / max(1e-9, 1 - args.replay) * sum(len(v) for v in l1.train.values()))
     train = {d: list(v) for d, v in l1.train.items()}
     if args.l1_coarse:
@@ -151,12 +191,14 @@ def main() -> None:
         random.Random(args.seed).shuffle(pool)
         train["grounding"] = train.get("grounding", []) + (pool * (1 + n_replay // max(1, len(pool))))[:n_replay]
     stage = Corpus(train=train, held_out=l1.held_out, sources=list(l1.sources))
-    r = train_sft(model, processor, stage, GROUNDING_ONLY, cfg(args.l1_steps, 2, args.eval_every), env,
+    r = train_sft(model, processor, stage, GROUNDING_ONLY, cfg(args.l1_steps, 2, args.eval_every, args.l1_lr), env,
                   ckpt_dir=work / "ck2", eval_limit=args.eval_limit, tracker=_Print())
     for h in r.history:
         print(json.dumps({"l1": h}), flush=True)
     note("l1", r.rates, args.l1_steps)
     note("l0-after", evaluate_held_out(model, processor, l0.held_out, limit=args.eval_limit), args.l1_steps)
+    if args.l1_buttons:
+        note("l1-3to9-after", evaluate_held_out(model, processor, l1_all.held_out, limit=args.eval_limit), args.l1_steps)
     (work / "select.json").write_text(json.dumps({"args": vars(args), "log": log,
                                                   "l1_history": r.history}, indent=1, default=str))
     model.save_pretrained(work / "model")
