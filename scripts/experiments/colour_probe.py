@@ -14,6 +14,10 @@ fits linear probes (held-out accuracy, chance level beside it) for:
 
     OMP_NUM_THREADS=1 python scripts/experiments/colour_probe.py --model venus_core/models/assets/venus-tiny-bootstrap
 
+`--picks` instead generates greedy answers on boards of exactly `--buttons` buttons and counts
+where the clicks land (the target, another button, the background; the first button in reading
+order), to tell "no choice" from "a fixed rule".
+
 `--text-first` puts the instruction before the screenshot (as scripts/experiments/select_task.py).
 """
 
@@ -76,6 +80,38 @@ def _explained(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(between / total)
 
 
+def _picks(model, processor, items) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Where greedy clicks land on boards of the aligned 4 x 4 grid."""
+    import re
+
+    from venus_core.models.generation import generate
+
+    n = {"answers": 0, "unparsed": 0, "target": 0, "other_button": 0, "background": 0,
+         "first_in_reading_order": 0, "on_a_button": 0}
+    for i in range(0, len(items), 16):
+        chunk = items[i:i + 16]
+        outs = generate(model, processor, [it.example().messages for it in chunk], 16, 0.0, 1.0)
+        for it, out in zip(chunk, outs):
+            n["answers"] += 1
+            m = re.search(r"\[(\d+),(\d+)\]", out)
+            if not m:
+                n["unparsed"] += 1
+                continue
+            x, y = int(m.group(1)), int(m.group(2))
+            x1, y1, x2, y2 = it.record.box
+            image = [c for c in it.example().messages[0]["content"] if c["type"] == "image"][0]["image"]
+            lab = _labels(image)
+            cell = min(3, y * 4 // 1000) * 4 + min(3, x * 4 // 1000)
+            target = min(3, (y1 + y2) * 2 // 1000) * 4 + min(3, (x1 + x2) * 2 // 1000)
+            buttons = [k for k in range(16) if lab[k] != 9]
+            key = "target" if cell == target else ("other_button" if cell in buttons else "background")
+            n[key] += 1
+            if cell in buttons:
+                n["on_a_button"] += 1
+                n["first_in_reading_order"] += int(cell == min(buttons))
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -83,6 +119,8 @@ def main() -> None:
     ap.add_argument("--data", default="/tmp/probe-l1")
     ap.add_argument("--grid", type=int, choices=(3, 4), default=4)
     ap.add_argument("--text-first", action="store_true")
+    ap.add_argument("--picks", action="store_true", help="count where greedy clicks land (see the docstring)")
+    ap.add_argument("--buttons", type=int, default=2, help="buttons per board for --picks")
     args = ap.parse_args()
 
     import venus_core.models.prompts as prompts
@@ -107,8 +145,14 @@ def main() -> None:
         mod = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
         sys.modules["select_task"] = mod
         spec_.loader.exec_module(mod)  # type: ignore[union-attr]
-        synth_tasks.grid_board = mod.aligned_grid_board  # type: ignore[assignment]
-        synth_generate.grid_board = mod.aligned_grid_board  # type: ignore[assignment]
+        draw = mod.aligned_grid_board
+        if args.picks:
+            def draw(rng, *, labels, _f=mod.aligned_grid_board):  # type: ignore[no-untyped-def]
+                return _f(rng, labels=labels, n=args.buttons)
+        synth_tasks.grid_board = draw  # type: ignore[assignment]
+        synth_generate.grid_board = draw  # type: ignore[assignment]
+    elif args.picks:
+        raise SystemExit("--picks needs --grid 4")
     from venus_core.config.loader import load_spec
     from venus_core.data.synth import synthesize
     from venus_core.data.synth.apps.board import BOARD_COLORS
@@ -119,11 +163,14 @@ def main() -> None:
     torch.set_num_threads(1)
     spec = load_spec("agents/venus-tiny", [])
     model, processor = load_model(args.model, spec.model, "cpu")
-    d = Path(args.data) / f"g{args.grid}"
+    d = Path(args.data) / (f"g{args.grid}" + (f"-b{args.buttons}" if args.picks else ""))
     if not (d / "manifest.json").is_file():
         synthesize("grounding", args.n, 1, 777001, d, platform="both")
     corpus = load_corpus([d], validation_fraction=0.0, history_len=0, seed=0)
     items = [it for v in corpus.train.values() for it in v if getattr(it.record, "box", None) is not None]
+    if args.picks:
+        print(json.dumps({"model": args.model, "buttons": args.buttons, **_picks(model, processor, items[:150])}))
+        return
     feats: dict[str, list[torch.Tensor]] = {}
     ys: dict[str, list[int]] = {"img": [], "ask_colour": [], "ask_cell": []}
     layers = model.config.text_config.num_hidden_layers

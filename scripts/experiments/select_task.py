@@ -26,12 +26,14 @@ from pathlib import Path
 import torch
 
 
-def aligned_grid_board(rng: random.Random, *, labels: bool, n: int | None = None):  # type: ignore[no-untyped-def]
-    """3-9 buttons on a 4 x 4 board whose cells are the 4 x 4 visual tokens of a square screen."""
+def aligned_grid_board(rng: random.Random, *, labels: bool, n: int | None = None,  # type: ignore[no-untyped-def]
+                       cells: tuple[int, ...] | None = None):
+    """3-9 buttons on a 4 x 4 board whose cells are the 4 x 4 visual tokens of a square screen
+    (`cells`: always these cells, only the colours vary)."""
     from venus_core.data.synth.apps.board import BOARD_COLORS, WORDS, BoardButton, BoardState
 
-    n = n if n is not None else rng.randint(3, 9)
-    cells = sorted(rng.sample(range(16), n))
+    n = len(cells) if cells else (n if n is not None else rng.randint(3, 9))
+    cells = sorted(cells) if cells else sorted(rng.sample(range(16), n))
     colors = rng.sample(BOARD_COLORS, n) if not labels else [rng.choice(BOARD_COLORS) for _ in range(n)]
     words = rng.sample(range(len(WORDS)), n) if labels else [-1] * n
     buttons = []
@@ -75,6 +77,7 @@ def main() -> None:
                     help="level-1 boards with exactly this many buttons (0 = 3-9); the usual 3-9 level-1 split is scored at the end")
     ap.add_argument("--qk-lr-mult", type=float, default=1.0,
                     help="learning-rate multiplier of the text model's q_proj/k_proj (all stages)")
+    ap.add_argument("--l1-cells", default="", help="level-1 boards with buttons always in these cells, e.g. 5,6")
     ap.add_argument("--l1-lr", type=float, default=0.0, help="level-1 stage learning rate (0 = mid_train.lr)")
     ap.add_argument("--text-first", action="store_true",
                     help="put the instruction before the screenshot in the user turn (image tokens can attend to it)")
@@ -109,7 +112,8 @@ def main() -> None:
             draw = aligned_grid_board if args.grid == 4 else None
             if draw is None:
                 raise SystemExit("--l1-buttons needs --grid 4")
-            fixed = (lambda rng, *, labels: draw(rng, labels=labels, n=n)) if n else draw
+            cells = tuple(int(c) for c in args.l1_cells.split(",")) if (n and args.l1_cells) else None
+            fixed = (lambda rng, *, labels: draw(rng, labels=labels, n=n, cells=cells)) if n else draw
             synth_tasks.grid_board = fixed  # type: ignore[assignment]
             synth_generate.grid_board = fixed  # type: ignore[assignment]
 
@@ -176,9 +180,11 @@ def main() -> None:
         note("init", evaluate_held_out(model, processor, l0.held_out, limit=args.eval_limit), 0)
 
     l1_all = corpus(data(1, 8000, 1001))
+    if args.l1_cells and not args.l1_buttons:
+        args.l1_buttons = len(args.l1_cells.split(","))
     if args.l1_buttons:
         use_board(args.l1_buttons)
-        l1 = corpus(data(1, 8000, 1001, tag=f"b{args.l1_buttons}"))
+        l1 = corpus(data(1, 8000, 1001, tag=f"b{args.l1_buttons}" + (f"c{args.l1_cells.replace(',', '-')}" if args.l1_cells else "")))
         use_board(None)
     else:
         l1 = l1_all
