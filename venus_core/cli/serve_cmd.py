@@ -5,6 +5,8 @@
                 [--allow-load-weights] [--return-tokens-as-token-ids]
                 [--dev-mode] [--worker-extension-cls pkg.mod.Class]
 
+The model goes on `--device` (default auto: the local rank's GPU, else cuda:0, else the CPU;
+`models.placement`), in the spec's dtype (auto: bf16 on a GPU) and attention kernel.
 `--model` is a Hugging Face checkpoint directory (Qwen2.5-VL / Qwen3-VL / Qwen3-VL-MoE), `bootstrap`
 (the shipped pre-trained tiny checkpoint) or `tiny` (the randomly initialised tiny default, built
 into `--tiny-dir`). The served model id is `--name` (default: `tiny`, `bootstrap` or the directory
@@ -50,7 +52,8 @@ def register(app: typer.Typer) -> None:
         spec: Annotated[Path | None, typer.Option(help="agent spec (model section: dtype, attention, tiny)")] = None,
         overrides: Annotated[list[str] | None, typer.Option("--set", "-s", help=SET_HELP)] = None,
         tiny_dir: Annotated[Path, typer.Option(help="where --model tiny is built")] = Path("runs/serve/tiny-model"),
-        device: Annotated[str, typer.Option(help="torch device, e.g. cpu or cuda:0")] = "cpu",
+        device: Annotated[str, typer.Option(
+            help="torch device: auto (the local rank's GPU, else cuda:0, else cpu), cpu, cuda, cuda:N")] = "auto",
         threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's)")] = None,
         log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
         allow_load_weights: Annotated[bool, typer.Option(help="enable POST /v1/load_weights (online RL)")] = False,
@@ -68,6 +71,7 @@ def register(app: typer.Typer) -> None:
 
         from venus_core.config import AgentSpec, SpecError, load_spec
         from venus_core.models.loading import load_model
+        from venus_core.models.placement import DeviceError, describe_model
         from venus_core.models.serve_rpc import dev_mode_from_env, make_worker
         from venus_core.models.serve_runner import logits_size
         from venus_core.models.serve_weights import WeightReloader
@@ -93,6 +97,8 @@ def register(app: typer.Typer) -> None:
         try:
             loaded, processor = load_model(target, agent.model, device, tiny_dir=tiny_dir)
             sock = bind(host, port)
+        except DeviceError as exc:
+            fail(f"--device {device}: {exc}")
         except (OSError, ValueError) as exc:
             fail(f"--model {model!r}: {exc}")
         try:  # the extension is loaded whether or not dev mode exposes it, as vLLM does
@@ -105,6 +111,8 @@ def register(app: typer.Typer) -> None:
                          weights=WeightReloader(loaded) if allow_load_weights else None,
                          worker=worker if dev_mode else None)
         bound_host, bound_port = sock.getsockname()[:2]
+        placed = describe_model(loaded)
+        out_console.print(f"model on {placed['device']} ({placed['dtype']}, {placed['attn_implementation']})")
         out_console.print(f"serving {served} at http://{bound_host}:{bound_port}/v1 (max batch {max_batch})")
         if dev_mode:
             out_console.print("dev mode: POST /collective_rpc and /reset_prefix_cache are enabled and "

@@ -101,7 +101,7 @@ class ModelSpec(Section):
     min_pixels: int = Field(3136, ge=1, description="lower bound on image pixels after resizing")
     max_pixels: int = Field(12845056, ge=1, description="upper bound on image pixels after resizing")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="weights dtype: auto = bfloat16 on GPU, float32 on CPU"
+        "auto", description="weights dtype: auto = bfloat16 on GPU, float32 on CPU and for trained (master) weights"
     )
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = Field(
         "sdpa", description="attention kernel (flash_attention_2 needs the [gpu] extra)"

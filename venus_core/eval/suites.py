@@ -98,11 +98,12 @@ def make_predictor(
     temperature: float = DEFAULT_TEMPERATURE,
     repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
     tiny_dir: str | Path | None = None,
-    device: str = "cpu",
+    device: str | Any = "auto",
 ) -> Predictor:
     """A predictor for one model: the served model `checkpoint` at `base_url`, or a local checkpoint.
 
-    `checkpoint` "tiny" builds (or reuses) the tiny default in `tiny_dir`.
+    `checkpoint` "tiny" builds (or reuses) the tiny default in `tiny_dir`. A local checkpoint goes
+    on `device` ("auto": the GPU when there is one, `models.placement.resolve_device`).
     """
     if base_url:
         return OpenAIPredictor(base_url, checkpoint, api_key=api_key, name=name, concurrency=batch_size,

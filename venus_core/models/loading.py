@@ -19,6 +19,7 @@ import torch
 from transformers import AutoModelForImageTextToText, PreTrainedModel, ProcessorMixin
 
 from venus_core.config.spec import ModelSpec, TinyModelSpec
+from venus_core.models.placement import placement_for, resolve_dtype
 from venus_core.models.processor import load_processor
 from venus_core.models.tiny import TINY_CONFIG_KEY, build_tiny
 
@@ -29,19 +30,6 @@ ARCHITECTURE_MODEL_TYPES: dict[str, tuple[str, ...]] = {
     "qwen2_5_vl": ("qwen2_5_vl",),
 }
 """ModelSpec.architecture -> the `model_type` a checkpoint's config.json must declare."""
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def resolve_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
-    """ModelSpec.dtype -> torch dtype: "auto" is bfloat16 on CUDA and float32 elsewhere."""
-    if dtype == "auto":
-        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
-    try:
-        return _DTYPES[dtype]
-    except KeyError:
-        raise ValueError(f"model.dtype must be one of auto, {', '.join(_DTYPES)}; got {dtype!r}") from None
-
 
 def check_checkpoint(path: Path, architecture: str) -> None:
     """A loadable HF directory for `architecture`: config.json with the right model_type and
@@ -75,13 +63,16 @@ def load_model(
     device: str | torch.device = "cpu",
     *,
     tiny_dir: str | Path | None = None,
+    training: bool = False,
 ) -> tuple[PreTrainedModel, ProcessorMixin]:
     """(model, processor) from a local HF directory, or the tiny default when given "tiny".
 
     For "tiny" the model is built from `model_spec.tiny` into `tiny_dir` (required: nothing is
     cached elsewhere), or loaded from it when it already holds a tiny build of the same spec.
     A tiny checkpoint (its config.json has a `venus_tiny` section) keeps the tiny pixel bounds.
-    The model is put in eval mode on `device`; dtype and attention kernel come from the spec.
+    The model is put in eval mode on `device` ("auto": `placement.resolve_device`); dtype and
+    attention kernel come from the spec, as that device can run them (`placement.placement_for`;
+    `training`: a trainer's model, whose dtype auto is float32 master weights on every device).
     """
     if str(path_or_tiny) == "tiny":
         if tiny_dir is None:
@@ -92,14 +83,14 @@ def load_model(
         path = Path(path_or_tiny)
         architecture = model_spec.architecture
     check_checkpoint(path, architecture)
-    dtype = resolve_dtype(model_spec.dtype, device)
+    place = placement_for(model_spec, device, training=training)
     model = AutoModelForImageTextToText.from_pretrained(
         path,
-        dtype=dtype,
-        attn_implementation=model_spec.attn_implementation,
+        dtype=place.dtype,
+        attn_implementation=place.attn_implementation,
         use_safetensors=True,
     )
-    model.to(device)
+    model.to(place.device)
     model.eval()
     processor = load_processor(path, *_pixel_bounds(path, model_spec))
     return model, processor

@@ -31,6 +31,7 @@ from transformers import PreTrainedModel, ProcessorMixin
 
 from venus_core.config.registry import REWARDS
 from venus_core.config.spec import LoraSpec, OfflineRLDomainSpec
+from venus_core.models.placement import model_device, reference_device
 from venus_core.rewards.base import RewardResult, score_batch
 from venus_core.rl.losses import grpo_loss, group_advantages
 from venus_core.rl.rollout import RolloutBatch, sample_groups, sequence_logprobs
@@ -110,7 +111,12 @@ class OfflineGRPO:
         self.frozen_vision = freeze_vision(self.model) if spec.freeze_vision else 0
         self.ref: torch.nn.Module | None = None
         if spec.kl_coef > 0 and not self.lora:
+            # The frozen copy goes with the policy, or on the next GPU of a multi-GPU node in one
+            # process (`placement.reference_device`: an 8B policy with AdamW fills an 80 GB GPU).
+            # Its log-probs are moved to the policy's device in `grpo_loss`. The optimizer state
+            # is created on the policy's device (AdamW allocates it next to each parameter).
             self.ref = copy.deepcopy(model).eval()
+            self.ref.to(reference_device(model_device(model)))
             for p in self.ref.parameters():
                 p.requires_grad_(False)
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -184,7 +190,7 @@ class OfflineGRPO:
         for c, sub, ref_lp, old_lp in zip(chunks, sub_batches, ref_lps, old_lps, strict=True):
             t = time.perf_counter()
             logp, ent = sequence_logprobs(self.model, sub, temperature=spec.temperature, with_entropy=True)
-            rows = torch.as_tensor([gi * g + j for gi in c for j in range(g)])
+            rows = torch.as_tensor([gi * g + j for gi in c for j in range(g)])  # adv and rows stay on the CPU
             out = grpo_loss(logp, logp.detach() if old_lp is None else old_lp, ref_lp, adv[rows], sub.completion_mask,
                             clip_eps=spec.clip_eps, kl_coef=spec.kl_coef, entropy=ent, entropy_coef=spec.entropy_coef)
             self.optimizer.zero_grad(set_to_none=True)

@@ -122,13 +122,21 @@ def grpo_loss(
 
     logp, old_logp, ref_logp, entropy, mask: [N, T]; advantages: [N] -> GRPOLoss.
     `ref_logp` may be None only when kl_coef is 0; `entropy` only when entropy_coef is 0.
+    Every tensor is brought to `logp`'s device (the policy's): the mask and advantages are built
+    on the CPU, a reference on another GPU returns its log-probs there.
     """
     if logp.shape != mask.shape or old_logp.shape != mask.shape:
         raise ValueError(f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)} and mask {tuple(mask.shape)} differ")
     if advantages.shape != (logp.shape[0],):
         raise ValueError(f"advantages must be [{logp.shape[0]}], got {tuple(advantages.shape)}")
-    mask = mask.to(logp.dtype)
-    pg, active = clipped_surrogate(logp, old_logp, advantages.to(logp.dtype), clip_eps)
+    dev = logp.device
+    mask = mask.to(dev, logp.dtype)
+    old_logp = old_logp.to(dev)
+    if ref_logp is not None:
+        ref_logp = ref_logp.to(dev)
+    if entropy is not None:
+        entropy = entropy.to(dev)
+    pg, active = clipped_surrogate(logp, old_logp, advantages.to(dev, logp.dtype), clip_eps)
     per_token = pg
     kl_value = 0.0
     if kl_coef > 0:

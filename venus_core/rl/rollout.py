@@ -124,7 +124,7 @@ def suppressed_token_ids(processor: ProcessorMixin) -> list[int]:
 
 def completion_mask(tokens: torch.Tensor, end_ids: Sequence[int]) -> torch.Tensor:
     """tokens [N, T] -> float mask [N, T]: 1 up to and including the first end token."""
-    is_end = torch.isin(tokens, torch.as_tensor(list(end_ids), dtype=tokens.dtype))
+    is_end = torch.isin(tokens, torch.as_tensor(list(end_ids), dtype=tokens.dtype, device=tokens.device))
     ended_before = (is_end.cumsum(dim=1) - is_end.long()) > 0  # an end token strictly earlier
     return (~ended_before).float()
 

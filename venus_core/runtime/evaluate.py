@@ -57,6 +57,9 @@ def _parser() -> Any:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible API root (e.g. http://vllm:8000/v1)")
     p.add_argument("--limit", type=int, default=None, help="at most this many samples / episodes per suite")
     p.add_argument("--viewer", type=int, default=24, help="samples shown in the report's viewer per result")
+    p.add_argument("--device", default="auto",
+                   help="torch device of local checkpoints: auto (the GPU when there is one; the GPUs "
+                        "platform.resources.evaluate asks for must be there), cpu, cuda, cuda:N")
     return p
 
 
@@ -100,8 +103,20 @@ def flat_metrics(res: EvalResult) -> dict[str, float]:
 
 
 def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec], out: Path, *,
-        base_url: str | None = None, viewer: int = 24, tracker: Tracker | None = None) -> list[EvalResult]:
-    """Evaluate every model on every suite; write results, report, summary and provenance to `out`."""
+        base_url: str | None = None, viewer: int = 24, tracker: Tracker | None = None,
+        device: Any = "auto") -> list[EvalResult]:
+    """Evaluate every model on every suite; write results, report, summary and provenance to `out`.
+
+    Local checkpoints go on `device` ("auto": the GPU when there is one, after checking the GPUs the
+    spec gives `evaluate` are there; `models.placement`); with `base_url` nothing is loaded here."""
+    dev = None
+    if not base_url:
+        import torch
+
+        from venus_core.models.placement import job_device
+
+        dev = device if isinstance(device, torch.device) else job_device(spec, JOB, device)  # fails fast
+        print(f"[evaluate] local checkpoints on {dev}", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
     refs = [eval_suites.parse_model_ref(m) for m in models]
@@ -118,7 +133,8 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
         predictor = eval_suites.make_predictor(
             name, ckpt, spec.model, base_url=base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
             batch_size=spec.eval.batch_size, temperature=spec.eval.temperature,
-            repetition_penalty=spec.eval.repetition_penalty, tiny_dir=out / "tiny-model")
+            repetition_penalty=spec.eval.repetition_penalty, tiny_dir=out / "tiny-model",
+            device="auto" if dev is None else dev)
         if not base_url:
             inputs.append(str(out / "tiny-model") if ckpt == "tiny" else ckpt)
         for suite in suites:
@@ -146,9 +162,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     spec = load_job_spec(args)
     suites = resolve_suites(args.data, spec.eval.suites, args.limit, args.online)
+    device: Any = args.device
+    if not args.base_url:  # the start-up check: the GPUs the spec gives `evaluate` must be there
+        from venus_core.models.placement import DeviceError, job_device
+
+        try:
+            device = job_device(spec, JOB, args.device)
+        except DeviceError as exc:
+            print(f"{JOB}: error: {exc}", file=sys.stderr, flush=True)
+            return 2
     out = Path(args.out)
     with job_tracking(JOB, spec, out) as tracker:
-        run(spec, args.model, suites, out, base_url=args.base_url, viewer=args.viewer, tracker=tracker)
+        run(spec, args.model, suites, out, base_url=args.base_url, viewer=args.viewer, tracker=tracker,
+            device=device)
         tracker.record_provenance(json.loads((out / "provenance.json").read_text(encoding="utf-8")))
         if os.environ.get(KFP_RUN_ENV):  # on a cluster the last stage closes the pipeline's parent run
             finish_parent(tracker)

@@ -32,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="checkpoint directory (default OUT/checkpoints); when given, a checkpoint already there "
                         "is resumed without --resume (a restarted pod on the same PVC continues where it stopped)")
     p.add_argument("--eval-limit", type=int, default=None, help="held-out samples per domain (default: eval.held_out)")
+    p.add_argument("--device", default="auto",
+                   help="torch device: auto (the local rank's GPU, else cpu; the GPUs platform.resources.mid_train "
+                        "asks for must be there), cpu, cuda, cuda:N")
     p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N, as a kill would
     args = p.parse_args(argv)
     spec = load_job_spec(args)
@@ -39,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from venus_core.models.loading import save_model
+    from venus_core.models.placement import DeviceError, describe_model, job_device, low_precision_note
     from venus_core.train.base import load_base
     from venus_core.train.data import load_corpus
     from venus_core.train.distributed import setup, teardown
@@ -50,14 +54,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ckpt_dir = Path(args.checkpoints) if args.checkpoints else out / "checkpoints"
     resume = args.resume or (args.checkpoints is not None and (ckpt_dir / "latest").is_file())
-    env = setup(spec.mid_train)
+    try:  # the start-up check: the GPUs the spec gives mid_train must be there
+        device = job_device(spec, "mid_train", args.device)
+    except DeviceError as exc:
+        print(f"mid_train: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    env = setup(spec.mid_train, device)
     stack = contextlib.ExitStack()
     try:
+        # loaded on this rank's device (its attention kernel); dtype auto = float32 master weights, the
+        # compute in bf16 under autocast (mid_train.precision) or DeepSpeed's bf16 engine
         if env.is_main:
-            model, processor = load_base(spec.model, out, "cpu")
+            model, processor = load_base(spec.model, out, env.device)
         env.barrier()
         if not env.is_main:
-            model, processor = load_base(spec.model, out, "cpu")
+            model, processor = load_base(spec.model, out, env.device)
+        if env.is_main:
+            placed = describe_model(model)
+            print(f"[mid_train] model on {env.device} ({placed['dtype']}, {placed['attn_implementation']}), "
+                  f"backend {env.backend}", file=sys.stderr, flush=True)
+            if env.backend != "deepspeed":  # DeepSpeed's bf16 optimizer keeps float32 master weights
+                low_precision_note(model, spec.mid_train.lr, "mid_train")
         corpus = load_corpus(args.data, validation_fraction=spec.data.validation_fraction,
                              history_len=spec.data.history_len, seed=spec.data.seed)
         tracker = stack.enter_context(job_tracking("mid_train", spec, out)) if env.is_main else NullTracker()

@@ -140,14 +140,20 @@ def _rates(d: dict[str, Any]) -> dict[str, Any]:
 
 def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: Path, *,
         eval_data: Sequence[str] = (), tracker: Tracker | None = None, minibatches: int = 1,
-        checkpoints: Path | None = None, stop_at: int | None = None, exclude: Sequence[str] = ()) -> dict[str, Any]:
+        checkpoints: Path | None = None, stop_at: int | None = None, exclude: Sequence[str] = (),
+        device: Any = "auto") -> dict[str, Any]:
     """The job body (also called in process by tests and the pipeline's local runner).
+
+    The model goes on `device` ("auto": the local rank's / first GPU when there is one, else the
+    CPU, after checking the GPUs the spec gives `offline_rl` are there: `models.placement`); the
+    trainer's reference copy and optimizer state follow it (`OfflineGRPO`).
 
     With `checkpoints`, the trainer's state (weights, optimizer, RNG, loop position, and for
     navigation the aligned histories and thought pool) is saved there every `save_every` steps
     and at the end, and a run that finds a checkpoint there continues from it exactly.
     `stop_at` (tests) ends training after that many steps, as a kill would, without outputs."""
     from venus_core.models.loading import load_model, save_model
+    from venus_core.models.placement import describe_model, job_device, low_precision_note
     from venus_core.rl.grpo import OfflineGRPO
     from venus_core.rl.navigation import NavigationEpochs
     from venus_core.rl.prompts import evaluate_grounding, evaluate_navigation, grounding_item
@@ -155,6 +161,8 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     if domain not in DOMAINS:
         raise ValueError(f"--domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
     dspec = getattr(spec.offline_rl, domain)
+    if dspec.enabled and not isinstance(device, torch.device):  # main() resolved it already
+        device = job_device(spec, JOB, device)  # fails fast when the pod's GPUs are missing
     out.mkdir(parents=True, exist_ok=True)
     prov = provenance(JOB, spec, [model_dir, *data, *eval_data, *exclude])
     if not dspec.enabled:
@@ -178,7 +186,11 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
         raise ValueError(f"offline_rl: no held-out records (pass --eval-data or more data than {len(records)} records)")
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
     tracker.log_params({"domain": domain, **{f"offline_rl.{domain}.{k}": v for k, v in dspec.model_dump().items()}})
-    model, processor = load_model(model_dir, spec.model)
+    model, processor = load_model(model_dir, spec.model, device, training=True)
+    placement = describe_model(model)
+    print(f"[{JOB}] model on {placement['device']} ({placement['dtype']}, {placement['attn_implementation']})",
+          file=sys.stderr, flush=True)
+    placement["precision_note"] = low_precision_note(model, dspec.lr, f"offline_rl.{domain}")
 
     def evaluate(m: Any) -> dict[str, Any]:
         kw = {"repetition_penalty": spec.eval.repetition_penalty, "batch_size": spec.eval.batch_size,
@@ -220,6 +232,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
         "seconds": {"train": round(t_train, 1), "eval_each": round(t_eval, 1)},
         "resumed_from_step": None if resume is None else resume["step"],
         "torch_threads": torch.get_num_threads(),
+        "placement": placement,
     }
     if nav_stats is not None:
         report["navigation"] = nav_stats
@@ -227,6 +240,20 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     write_json_atomic(out / "report.json", report)
     tracker.log_artifact(out / "report.json", "report.json")
     return report
+
+
+def _startup_device(spec: AgentSpec, job: str, requested: str, *, enabled: bool = True) -> Any:
+    """The job's device, or None after printing why the GPUs the spec asks for are not there
+    (the start-up check, before any input is read)."""
+    from venus_core.models.placement import DeviceError, job_device
+
+    if not enabled:
+        return requested
+    try:
+        return job_device(spec, job, requested)
+    except DeviceError as exc:
+        print(f"{job}: error: {exc}", file=sys.stderr, flush=True)
+        return None
 
 
 def _json(obj: Any) -> str:
@@ -246,9 +273,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--eval-data", action="append", default=[], help="held-out dataset directory (repeatable)")
     p.add_argument("--checkpoints", default=None, metavar="DIR",
                    help="checkpoint directory (a PVC on a cluster): saved every save_every steps, resumed when present")
+    p.add_argument("--device", default="auto",
+                   help="torch device of the model: auto (the local rank's GPU, else cuda:0, else cpu; the GPUs "
+                        "platform.resources.offline_rl asks for must be there), cpu, cuda, cuda:N")
     p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N, as a kill would
     args = p.parse_args(argv)
     spec = load_job_spec(args)
+    device = _startup_device(spec, JOB, args.device, enabled=getattr(spec.offline_rl, args.domain).enabled)
+    if device is None:
+        return 2
     out = Path(args.out)
     data, exclude = (args.data, list(args.exclude)) if args.data else resolve_data_root(args.data_root, spec, args.domain)
     exclude = list(dict.fromkeys([*exclude, *args.exclude]))
@@ -257,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             report = run(spec, args.domain, args.model, data, out, eval_data=args.eval_data, tracker=tracker,
                          checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at,
-                         exclude=exclude)
+                         exclude=exclude, device=device)
         except StoppedAt as stop:
             print(f"offline_rl: stopped after step {stop.step} (--stop-at)", file=sys.stderr)
             return 3

@@ -135,8 +135,12 @@ def rollout_server_of(o: Any, domain: str) -> str | None:
 
 
 def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tracker | None = None,
-        checkpoints: Path | None = None, stop_at: int | None = None, weights_dir: Path | None = None) -> dict[str, Any]:
-    """The job body (also called in process by tests). With `checkpoints` the run is saved there
+        checkpoints: Path | None = None, stop_at: int | None = None, weights_dir: Path | None = None,
+        device: Any = "auto") -> dict[str, Any]:
+    """The job body (also called in process by tests). The learner's model goes on `device`
+    ("auto": the local rank's / first GPU when there is one, else the CPU, after checking the GPUs
+    the spec gives `online_rl` are there: `models.placement`); its reference copy, optimizer state
+    and in-process rollout copy follow it (`TrajectoryGRPO`, `OnlineRL`). With `checkpoints` the run is saved there
     every `online_rl.save_every` steps and a run that finds a checkpoint continues from it
     (`online_checkpoint`); `stop_at` (tests) ends training after that many steps, as a kill would.
     With a rollout server the learner's weights go to `weights_dir` (default `OUT/weights`), a
@@ -145,11 +149,14 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
 
     from venus_core.eval.results import result_from_dict
     from venus_core.models.loading import load_model, save_model
+    from venus_core.models.placement import describe_model, job_device, low_precision_note
     from venus_core.rl.online.loop import OnlineRL, success_rate
 
     if domain not in DOMAINS:
         raise ValueError(f"--domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
     o = spec.online_rl.model_copy(update={"rollout_server": rollout_server_of(spec.online_rl, domain)})
+    if not isinstance(device, torch.device):  # main() resolved it already
+        device = job_device(spec, JOB, device)  # fails fast when the pod's GPUs are missing
     out.mkdir(parents=True, exist_ok=True)
     weights = (weights_dir or out / "weights") if o.rollout_server else None
     prov = provenance(JOB, spec, [model_dir])
@@ -157,8 +164,12 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
     random.seed(o.seed)
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
     tracker.log_params({"domain": domain, **{f"online_rl.{k}": v for k, v in o.model_dump(mode="json").items()}})
-    model, processor = load_model(model_dir, spec.model)
+    model, processor = load_model(model_dir, spec.model, device, training=True)
     model.eval()
+    placement = describe_model(model)
+    print(f"[{JOB}] learner on {placement['device']} ({placement['dtype']}, {placement['attn_implementation']})",
+          file=sys.stderr, flush=True)
+    placement["precision_note"] = low_precision_note(model, o.lr, JOB)
     t0 = time.perf_counter()
     with open_domain(spec, domain) as (pool, source, held):
         trainer = OnlineRL(model, processor, o, pool, source, tracker, eval_batch_size=spec.eval.batch_size,
@@ -193,6 +204,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
         "updates": trainer.learner.updates, "sample_trajectories": trainer.samples[-8:],
         "seconds": {"train": round(t_train, 1), "eval_before": round(t_eval, 1)},
         "torch_threads": torch.get_num_threads(),
+        "placement": placement,
     }
     if before is not None:
         tracker.log_metrics({"held_out/success_before": success_rate(before),
@@ -216,15 +228,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--weights-dir", default=None, metavar="DIR",
                    help="where the rollout server reads the learner's weights (default OUT/weights; "
                         "a PVC on a cluster)")
+    p.add_argument("--device", default="auto",
+                   help="torch device of the learner: auto (the local rank's GPU, else cuda:0, else cpu; the GPUs "
+                        "platform.resources.online_rl asks for must be there), cpu, cuda, cuda:N")
     p.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after step N
     args = p.parse_args(argv)
     spec = load_job_spec(args)
+    from venus_core.runtime.offline_rl import _startup_device
+
+    device = _startup_device(spec, JOB, args.device)
+    if device is None:
+        return 2
     out = Path(args.out)
     with job_tracking(JOB, spec, out, section="online_rl", tags={"venus.domain": args.domain}) as tracker:
         try:
             report = run(spec, args.domain, args.model, out, tracker=tracker,
                          checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at,
-                         weights_dir=Path(args.weights_dir) if args.weights_dir else None)
+                         weights_dir=Path(args.weights_dir) if args.weights_dir else None, device=device)
         except StoppedAt as stop:
             print(f"online_rl: stopped after step {stop.step} (--stop-at)", file=sys.stderr)
             return 3

@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="comma-separated cleaning steps to run (default: all, in the standard order; '' for none)",
     )
+    p.add_argument("--device", default="auto",
+                   help="torch device of the local judge (scoring.judge=local): auto (the GPU when there is one; "
+                        "the GPUs platform.resources.score_data asks for must be there), cpu, cuda, cuda:N")
     args = p.parse_args(argv)
     spec = load_job_spec(args)
 
@@ -71,7 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with job_tracking("score_data", spec, out) as tracker:
         try:
-            judge_options = {"tiny_dir": out / "judge_model"} if spec.scoring.judge == "local" else {}
+            judge_options: dict[str, object] = {}
+            if spec.scoring.judge == "local":  # the judge's model runs here: on the pod's GPU when it has one
+                from venus_core.models.placement import job_device
+
+                judge_options = {"tiny_dir": out / "judge_model", "device": job_device(spec, "score_data", args.device)}
             summary = run_data_stage(spec, inputs, out, clean=clean, log=lambda m: print(m, flush=True),
                                      judge_options=judge_options)
         except (ValueError, RuntimeError, FileNotFoundError) as exc:

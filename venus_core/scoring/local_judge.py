@@ -31,7 +31,7 @@ class LocalJudge(JudgeBackend):
         open_image: OpenImage,
         model_spec: ModelSpec | None = None,
         tiny_dir: str | Path | None = None,
-        device: str = "cpu",
+        device: Any = "auto",
         batch_size: int = 4,
         max_new_tokens: int = 256,
         model: Any = None,
@@ -39,7 +39,9 @@ class LocalJudge(JudgeBackend):
         generate_fn: Callable[..., list[str]] | None = None,
     ) -> None:
         """`model`/`processor` skip loading (an already loaded pair); `generate_fn` replaces
-        `venus_core.models.generation.generate` (same signature)."""
+        `venus_core.models.generation.generate` (same signature). The checkpoint goes on `device`
+        ("auto": this process's GPU when there is one, else the CPU; `models.placement`), in the
+        spec's dtype and attention kernel; the judge's inputs follow the model (`generate`)."""
         self.checkpoint = checkpoint
         self.judge_id = f"local:{checkpoint}"
         self.open_image = open_image

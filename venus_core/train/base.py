@@ -10,6 +10,7 @@ layer before this is called).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from transformers import PreTrainedModel, ProcessorMixin
 
@@ -43,10 +44,12 @@ def resolve_base(model_spec: ModelSpec, work_dir: str | Path) -> Path | str:
     return path
 
 
-def load_base(model_spec: ModelSpec, work_dir: str | Path, device: str = "cpu") -> tuple[PreTrainedModel, ProcessorMixin]:
-    """Load the training base; the tiny model is built into `work_dir/base-tiny`."""
+def load_base(model_spec: ModelSpec, work_dir: str | Path, device: Any = "cpu", *,
+              training: bool = True) -> tuple[PreTrainedModel, ProcessorMixin]:
+    """Load the training base (dtype auto: float32 master weights); the tiny model is built into
+    `work_dir/base-tiny`."""
     target = resolve_base(model_spec, work_dir)
-    return load_model(target, model_spec, device, tiny_dir=Path(work_dir) / "base-tiny")
+    return load_model(target, model_spec, device, tiny_dir=Path(work_dir) / "base-tiny", training=training)
 
 
 __all__ = ["BOOTSTRAP_DIR", "load_base", "resolve_base"]

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from venus_core.config.training import MidTrainSpec
+from venus_core.models.placement import resolve_device
 
 
 @dataclass(frozen=True)
@@ -51,14 +52,17 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
-def setup(spec: MidTrainSpec) -> DistEnv:
-    """Initialise the process group when launched by torchrun (or when the spec asks for it)."""
+def setup(spec: MidTrainSpec, device: str | torch.device = "auto") -> DistEnv:
+    """Initialise the process group when launched by torchrun (or when the spec asks for it).
+
+    `device` "auto" is the local rank's GPU, else the CPU (`models.placement.resolve_device`); NCCL
+    when it is a GPU, gloo otherwise."""
     world = _env_int("WORLD_SIZE", 1)
     rank = _env_int("RANK", 0)
     local = _env_int("LOCAL_RANK", 0)
     wanted = spec.distributed.backend
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    device = resolve_device(device)
+    cuda = device.type == "cuda"
     if cuda:
         torch.cuda.set_device(device)
     if wanted == "deepspeed":

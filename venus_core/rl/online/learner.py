@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from venus_core.config.training import OnlineRLSpec
+from venus_core.models.placement import model_device, reference_device
 from venus_core.models.prompts import build_messages
 from venus_core.rewards.online import trajectory_rewards
 from venus_core.rl.grpo import freeze_vision
@@ -61,7 +62,7 @@ def _behaviour(chunk: Sequence[tuple[StepRecord, float]], like: torch.Tensor) ->
     """The rows' behaviour log-probs as a [N, T] tensor shaped like `like` (0 past each row's end)."""
     out = torch.zeros_like(like, requires_grad=False)
     for i, (st, _) in enumerate(chunk):
-        vals = torch.tensor(st.behaviour_logp or [], dtype=like.dtype)
+        vals = torch.tensor(st.behaviour_logp or [], dtype=like.dtype, device=like.device)
         if len(vals) != len(st.completion.token_ids or ()):
             raise ValueError(f"a step has {len(vals)} behaviour log-probs for {len(st.completion.token_ids or ())} "
                              "sampled tokens")
@@ -82,7 +83,12 @@ class TrajectoryGRPO:
         self.frozen_vision = freeze_vision(model) if spec.freeze_vision else 0
         self.ref: Any = None
         if spec.kl.coef > 0:
+            # With the policy, or on the next GPU of a multi-GPU node in one process
+            # (`placement.reference_device`: an 8B policy with AdamW fills an 80 GB GPU); its
+            # log-probs are moved to the policy's device in `grpo_loss`, and `move_reference`
+            # brings the policy's weights to it. AdamW's state is made next to each parameter.
             self.ref = copy.deepcopy(model).eval()
+            self.ref.to(reference_device(model_device(model)))
             for p in self.ref.parameters():
                 p.requires_grad_(False)
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -137,7 +143,8 @@ class TrajectoryGRPO:
                     ref_lp = sequence_logprobs(self.ref, batch, temperature=spec.temperature)[0]
             logp, ent = sequence_logprobs(self.model, batch, temperature=spec.temperature, with_entropy=True)
             old = _behaviour(chunk, logp) if all(st.behaviour_logp is not None for st, _ in chunk) else logp.detach()
-            out = grpo_loss(logp, old, ref_lp, torch.tensor([a for _, a in chunk]), batch.completion_mask,
+            adv = torch.tensor([a for _, a in chunk], dtype=logp.dtype, device=logp.device)
+            out = grpo_loss(logp, old, ref_lp, adv, batch.completion_mask,
                             clip_eps=spec.clip_eps, kl_coef=spec.kl.coef, entropy=ent, entropy_coef=coef)
             w = float(batch.completion_mask.sum()) / total_tokens
             (out.loss * w).backward()
@@ -162,7 +169,7 @@ class TrajectoryGRPO:
             return
         a = self.spec.kl.alpha
         for pr, pp in zip(self.ref.parameters(), self.model.parameters(), strict=True):
-            pr.mul_(1 - a).add_(pp.detach(), alpha=a)
+            pr.mul_(1 - a).add_(pp.detach().to(pr.device), alpha=a)
         self.ref_moves += 1
 
     def state_dict(self) -> dict[str, Any]:

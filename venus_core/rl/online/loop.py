@@ -108,7 +108,7 @@ class OnlineRL:
                                                timeout=spec.call_timeout_s * 4, kind=spec.rollout_server_kind,
                                                **learner_token_ids(model, processor))
             self.sync_server()
-        elif spec.staleness > 0:
+        elif spec.staleness > 0:  # the worker's copy stays on the learner's device (weights are copied on-device)
             self.rollout_policy = ModelPolicy(copy.deepcopy(model).eval(), processor, temperature=spec.temperature,
                                               max_new_tokens=spec.max_new_tokens, seed=spec.seed, name="rollout")
         self.ref_rate: float | None = None
@@ -172,7 +172,7 @@ class OnlineRL:
                                       [st.completion.token_ids or () for st in chunk])
             lp, _ = sequence_logprobs(self.rollout_policy.model, batch, temperature=self.spec.temperature)
             for st, row, n in zip(chunk, lp, batch.completion_mask.sum(dim=1).long().tolist(), strict=True):
-                st.behaviour_logp = [float(x) for x in row[:n]]
+                st.behaviour_logp = row[:n].float().cpu().tolist()  # one transfer per row, not one per token
 
     def step(self, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
