@@ -33,6 +33,7 @@ import components
 from pipelines.k8s import apply_platform
 from venus_core.config import AgentSpec, spec_to_dict
 from venus_core.config.spec import RL_DOMAINS
+from venus_core.config.stages import stage_display_name
 
 ONLINE_RL_DOMAINS = ("mobile", "web")
 TRAIN_IMAGE_STAGES = ("mid_train", "offline_rl", "online_rl")
@@ -65,13 +66,15 @@ class _Stages:
         self.spec = spec
         self._cache: dict[str, Any] = {}
 
-    def __call__(self, stage: str, display: str, **kwargs: Any) -> Any:
+    def __call__(self, stage: str, domain: str | None = None, **kwargs: Any) -> Any:
+        """A task of `stage`, shown as `stage_display_name(stage, domain)`; `domain` is also passed
+        to the component when given."""
         if stage not in self._cache:
             if stage not in components.FUNCTIONS:
                 raise PipelineError(f"stage {stage!r} has no component (known: {', '.join(components.FUNCTIONS)})")
             self._cache[stage] = components.component(stage, stage_image(self.spec, stage))
-        task = self._cache[stage](**kwargs)
-        task.set_display_name(display)
+        task = self._cache[stage](**kwargs, **({"domain": domain} if domain else {}))
+        task.set_display_name(stage_display_name(stage, domain))
         task.set_caching_options(True)
         apply_platform(task, stage, self.spec)
         return task
@@ -92,8 +95,8 @@ def _online_rl(spec: AgentSpec, run: _Stages, specialists: dict[str, Any], agent
     out = dict(specialists)
     for domain in ONLINE_RL_DOMAINS:
         if domain in specialists:
-            task = run("online_rl", f"online_rl: {domain}", agent_spec=agent_spec, overrides=overrides,
-                       domain=domain, base=specialists[domain].outputs["model"])
+            task = run("online_rl", domain, agent_spec=agent_spec, overrides=overrides,
+                       base=specialists[domain].outputs["model"])
             out[domain] = task
     return out
 
@@ -131,8 +134,8 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
     ) -> None:
         run = _Stages(spec)
         common = {"agent_spec": agent_spec, "overrides": overrides}
-        data = run("score_data", "score_data", **common)
-        mid = run("mid_train", "mid_train", **common, data=data.outputs["data"], lr=mid_train_lr,
+        data = run("score_data", **common)
+        mid = run("mid_train", **common, data=data.outputs["data"], lr=mid_train_lr,
                   max_steps=mid_train_max_steps)
         tuning = {
             "grounding": (grounding_lr, grounding_max_steps, grounding_kl_coef),
@@ -142,17 +145,17 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
         specialists: dict[str, Any] = {}
         for domain in domains:
             lr, steps, kl = tuning[domain]
-            specialists[domain] = run("offline_rl", f"offline_rl: {domain}", **common, domain=domain,
+            specialists[domain] = run("offline_rl", domain, **common,
                                       base=mid.outputs["model"], data=data.outputs["data"], lr=lr,
                                       max_steps=steps, kl_coef=kl)
         offline = {f"{d}_offline": specialists[d].outputs["model"] for d in ONLINE_RL_DOMAINS
                    if spec.online_rl.enabled and d in specialists}
         specialists = _online_rl(spec, run, specialists, agent_spec, overrides)
         models = {d: t.outputs["model"] for d, t in specialists.items()}
-        merged = run("merge", "merge", **common, base=mid.outputs["model"], method=merge_method,
+        merged = run("merge", **common, base=mid.outputs["model"], method=merge_method,
                      density=merge_density, **models)
         use_spec_suites = any(s.data for s in spec.eval.suites)
-        run("evaluate", "evaluate", **common, mid=mid.outputs["model"], merged=merged.outputs["model"],
+        run("evaluate", **common, mid=mid.outputs["model"], merged=merged.outputs["model"],
             use_spec_suites=use_spec_suites, limit=eval_limit,
             **({} if use_spec_suites else {"data": data.outputs["data"]}), **models, **offline)
 

@@ -21,8 +21,10 @@ What kfp.local does not give, this module adds:
   to venus_core code alone does not invalidate an entry. An interrupted stage restarts from step 0:
   a local run keeps no checkpoint across runs.
 With an MLflow store configured (the spec's `platform.tracking_uri` or `$MLFLOW_TRACKING_URI`) it
-also opens the pipeline's parent run, which every stage nests under, and closes it with the run's
-status (a cached stage keeps its run under the parent of the run that computed it). Caveats of
+also opens the pipeline's parent run, which every stage nests under (tagged with the git revision
+the stages report: it is exported to them as `$VENUS_GIT_REV`), and closes it with the run's status
+and the stage-by-stage table (`<stage>/<metric>` metrics, `stages.json`, `stages.html`; a cached
+stage is in the table, but keeps its run under the parent of the run that computed it). Caveats of
 kfp.local that shape the pipeline: independent sibling tasks run one after another (the three
 offline_rl tasks run sequentially here), and kfp-kubernetes settings have no effect.
 """
@@ -45,7 +47,8 @@ from typing import Any, ContextManager, TextIO
 
 from pipelines.gui_agent import build_pipeline
 from pipelines.progress import RunProgress, plan_stages, stage_of, tail_lines
-from venus_core.config import load_spec, spec_hash
+from venus_core.config import load_spec, spec_hash, spec_to_dict
+from venus_core.config.stages import stage_display_name
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _START = re.compile(r"Executing task '([^']+)'")
@@ -55,6 +58,7 @@ TAIL_LINES = 40
 CACHE_DIR = ".kfp_cache"
 LOG_DIR = "logs"
 PIPELINE_LOG = "pipeline.log"
+SPEC_FILE = "spec.json"  # the resolved spec of the run, beside summary.json (`venus runs compare DIR_A DIR_B`)
 View = Callable[[RunProgress], ContextManager[Any]]
 
 
@@ -263,7 +267,7 @@ def format_summary(summary: dict[str, Any], max_metrics: int = 4) -> str:
     """The summary as plain-text lines: one per stage with status, seconds and its first metrics."""
     lines = [f"{summary['agent']}: {summary['status']} in {summary['seconds']}s ({summary['out']})"]
     for st in summary["stages"]:
-        name = st["stage"] + (f"[{st['domain']}]" if st.get("domain") else "")
+        name = stage_display_name(st["stage"], st.get("domain"))
         shown = list(st.get("metrics", {}).items())[:max_metrics]
         metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown)
         seconds = "-" if st["seconds"] is None else f"{st['seconds']:.1f}s"
@@ -282,21 +286,26 @@ def _run_dir(root: Path, before: set[Path]) -> Path | None:
 class _ParentRun:
     """The MLflow parent run of a local pipeline run; its id and the store go to the stage
     subprocesses as `$VENUS_PARENT_RUN_ID` / `$MLFLOW_TRACKING_URI` (absolute, so every stage and
-    `venus ui` from this directory open the same store). Inert when tracking is off."""
+    `venus ui` from this directory open the same store), and the git revision, which the parent is
+    tagged with, as `$VENUS_GIT_REV` (so parent and stages name the same commit). Inert when
+    tracking is off."""
 
     def __init__(self, spec: Any) -> None:
+        from venus_core.runtime.common import git_revision
         from venus_core.runtime.tracking import resolve_tracking_uri
 
         self.spec = spec
         self.uri = resolve_tracking_uri(spec)
         self.client: Any = None
         self.run_id: str | None = None
+        self.git_revision = git_revision()
         if self.uri is None:
             return
         from venus_core.io.tracking import make_client, start_pipeline_run
 
         self.client = make_client(self.uri)
-        self.run_id = start_pipeline_run(spec, client=self.client)
+        self.run_id = start_pipeline_run(spec, client=self.client, provenance={
+            "git_revision": self.git_revision, "spec_sha256": spec_hash(spec)})
 
     @contextlib.contextmanager
     def exported(self) -> Any:
@@ -305,16 +314,27 @@ class _ParentRun:
         if self.run_id is None:
             yield
             return
-        with _env({PARENT_ENV: self.run_id, TRACKING_ENV: str(self.uri)}):
+        with _env({PARENT_ENV: self.run_id, TRACKING_ENV: str(self.uri), "VENUS_GIT_REV": self.git_revision}):
             yield
 
     def finish(self, summary: dict[str, Any], path: Path) -> dict[str, Any] | None:
-        """Close the parent run with the pipeline's status; where it is, for the summary."""
+        """Close the parent run with the pipeline's status and stage table; where it is, for the summary."""
         if self.run_id is None:
             return None
+        from venus_core.io.tracking.stages import child_runs, log_stage_table, rows_from_summary, run_stage_name
+
         status = {"SUCCESS": "FINISHED", "INTERRUPTED": "KILLED"}.get(summary["status"], "FAILED")
         self.client.log_metric(self.run_id, "pipeline_seconds", float(summary["seconds"]))
         self.client.log_dict(self.run_id, summary, path.name)
+        try:
+            run_ids = {run_stage_name(r): r.info.run_id for r in child_runs(self.client, self.run_id)}
+            log_stage_table(self.client, self.run_id, rows_from_summary(summary["stages"], run_ids),
+                            title=f"{summary['agent']}: {summary['status']} in {summary['seconds']}s",
+                            extra={"agent": summary["agent"], "status": summary["status"],
+                                   "seconds": summary["seconds"], "spec_sha256": summary["spec_sha256"],
+                                   "overrides": summary["overrides"]})
+        except Exception as exc:  # noqa: BLE001 - the run's bookkeeping must not hide its result
+            print(f"warning: MLflow stage table of run {self.run_id} not stored: {str(exc)[:300]}", file=sys.stderr)
         self.client.set_terminated(self.run_id, status=status)
         exp = self.client.get_run(self.run_id).info.experiment_id
         return {"tracking_uri": self.uri, "experiment": self.spec.platform.experiment, "experiment_id": exp,
@@ -537,12 +557,14 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
             "logs": str(out / LOG_DIR),
             "cache": str(cache_root) if cache else None,
             "status": "INTERRUPTED" if interrupted else "FAILURE" if error else "SUCCESS",
+            "git_revision": tracking.git_revision,
             "torch_threads": threads,
             "seconds": round(time.perf_counter() - t0, 2),
             "stages": summarize(log, run_dir, cache_root, {p.task: p.domain for p in progress.plans}),
         }
         summary["mlflow"] = tracking.finish(summary, out / "summary.json")
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        (out / SPEC_FILE).write_text(json.dumps(spec_to_dict(spec), indent=2) + "\n", encoding="utf-8")
     if interrupted is not None:
         stage = stage_label(progress, interrupted)
         raise LocalRunInterrupted(stage, summary, log.log_path(interrupted) if interrupted != "pipeline" else None)

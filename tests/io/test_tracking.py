@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from venus_core.cli.runs_cmd import register, ui_command
 from venus_core.config import AgentSpec, apply_overrides, spec_from_dict, spec_hash, spec_to_dict
 from venus_core.io.tracking import (PARENT_ENV, MlflowTracker, compare_runs, flatten, format_diff, is_transient,
-                                    make_client, register_model, stage_run, start_pipeline_run)
+                                    log_stage_table, make_client, register_model, rows_from_summary, stage_run,
+                                    start_pipeline_run)
 from venus_core.train.tracker import Tracker
 
 
@@ -244,35 +245,81 @@ def test_register_model_with_lineage(spec: AgentSpec, tmp_path: Path) -> None:
         register_model(client, tracker.run_id, "no/such/path", name, lineage)
 
 
-def _pipeline(store: Path, exp: str, tmp: Path, lr: str, stages: dict[str, float]) -> str:
+def _pipeline(store: Path, exp: str, tmp: Path, lr: str, stages: dict[str, dict[str, float]]) -> str:
+    """A finished pipeline run: parent (spec.json), one stage run per stage, the parent's stage table."""
     spec = _spec(store, f"platform.experiment={exp}", f"mid_train.lr={lr}")
     client = make_client(spec.platform.tracking_uri)
-    parent = start_pipeline_run(spec, client=client)
-    for job, loss in stages.items():
-        with stage_run(job, spec, parent, client=client, spill_dir=tmp) as t:
-            t.log_metrics({"loss": loss * 2}, step=0)
-            t.log_metrics({"loss": loss}, step=1)
+    parent = start_pipeline_run(spec, client=client, provenance={"git_revision": f"rev-{lr}"})
+    summary = []
+    for name, metrics in stages.items():
+        stage, _, domain = name.partition(": ")
+        section = f"offline_rl.{domain}" if domain else None
+        with stage_run(stage, spec, parent, client=client, spill_dir=tmp, section=section, run_name=name) as t:
+            t.log_metrics({"loss": 2.0}, step=0)
+            t.log_metrics({"loss": 1.0}, step=1)
+        summary.append({"stage": stage, "domain": domain or None, "status": "SUCCESS", "seconds": 2.0,
+                        "metrics": metrics})
+    log_stage_table(client, parent, rows_from_summary(summary))
     client.log_metric(parent, "final_score", 0.5 if lr == "1e-3" else 0.75)
     return parent
 
 
 def test_compare_runs_and_the_cli(store: Path, tmp_path: Path) -> None:
-    a = _pipeline(store, "cmp", tmp_path, "1e-3", {"mid_train": 1.0, "merge": 0.5})
-    b = _pipeline(store, "cmp", tmp_path, "2e-3", {"mid_train": 0.8, "evaluate": 0.1})
+    a = _pipeline(store, "cmp", tmp_path, "1e-3", {"mid_train": {"held_out_accuracy": 0.25},
+                                                   "offline_rl: grounding": {"held_out_accuracy": 0.5},
+                                                   "merge": {"seconds": 1.0}})
+    b = _pipeline(store, "cmp", tmp_path, "2e-3", {"mid_train": {"held_out_accuracy": 0.25},
+                                                   "offline_rl: grounding": {"held_out_accuracy": 0.75},
+                                                   "evaluate": {"merged/web/success": 0.5}})
     uri = f"sqlite:///{store}/mlflow.db"
     diff = compare_runs(make_client(uri), a, b)
-    assert ("mid_train/mid_train.lr", "0.001", "0.002") in diff.params
-    assert [k for k, *_ in diff.tags] == ["venus.spec_sha256"]
-    metrics = {k: (x, y, d) for k, x, y, d in diff.metrics}
-    assert metrics["final_score"] == (0.5, 0.75, 0.25) and metrics["mid_train/loss"][2] == pytest.approx(-0.2)
-    assert (diff.stages_only_a, diff.stages_only_b) == (["merge"], ["evaluate"])
+    assert diff.spec == [("mid_train.lr", "0.001", "0.002")]  # from the parents' spec.json
+    assert [k for k, *_ in diff.tags] == ["venus.git_revision", "venus.spec_sha256"]
+    assert diff.metrics == [("final_score", 0.5, 0.75, 0.25)]  # the stage table's copies are not run metrics
+    assert [r for r in diff.stage_metrics if r[1] != "seconds"] == [
+        ("offline_rl: grounding", "held_out_accuracy", 0.5, 0.75, 0.25)]
+    assert (diff.stages_only_a, diff.stages_only_b, diff.stages_same) == (["merge"], ["evaluate"], 1)
     app = typer.Typer()
     register(app)
     res = CliRunner().invoke(app, ["runs", "compare", a, b, "--tracking-uri", uri])
     assert res.exit_code == 0, res.output
-    assert res.output == format_diff(diff) + "\n" and "only in A: merge" in res.output and "+0.25" in res.output
+    lines = res.output.splitlines()
+    assert any(line.split() == ["mid_train.lr", "0.001", "0.002"] for line in lines)
+    assert any(line.split() == ["offline_rl:", "grounding", "held_out_accuracy", "0.5", "0.75", "+0.25"]
+               for line in lines), res.output
+    assert any(line.split() == ["merge", "only", "in", "A"] for line in lines)
+    assert "1 stage(s) the same in both" in res.output
+    res = CliRunner().invoke(app, ["runs", "compare", a, b, "--tracking-uri", uri, "--plain"])
+    assert res.exit_code == 0 and res.output == format_diff(diff) + "\n" and "only in A: merge" in res.output
     res = CliRunner().invoke(app, ["runs", "compare", a, "f" * 32, "--tracking-uri", uri])
     assert res.exit_code == 2 and "f" * 32 in res.output
+
+
+def test_compare_local_run_directories(tmp_path: Path) -> None:
+    """Two `venus run --out DIR` directories (summary.json, spec.json), no tracking store needed."""
+    def run_dir(name: str, lr: float, web: float, cached: bool) -> Path:
+        out = tmp_path / name
+        out.mkdir()
+        (out / "spec.json").write_text(json.dumps({"name": "tiny", "mid_train": {"lr": lr, "max_steps": 2}}))
+        stages = [{"task": "mid-train", "stage": "mid_train", "status": "SUCCESS", "seconds": 4.0, "cached": cached,
+                   "metrics": {"steps": 2.0}},
+                  {"task": "online-rl", "stage": "online_rl", "domain": "web", "status": "SUCCESS", "seconds": 9.0,
+                   "metrics": {"held_out_success_after": web}}]
+        (out / "summary.json").write_text(json.dumps({"agent": "tiny", "spec_sha256": f"sha-{lr}", "status": "SUCCESS",
+                                                      "seconds": 20.0, "git_revision": "abc", "stages": stages}))
+        return out
+
+    a, b = run_dir("a", 1e-3, 0.25, False), run_dir("b", 2e-3, 0.5, True)
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["runs", "compare", str(a), str(b / "summary.json"), "--json"])
+    assert res.exit_code == 0, res.output
+    diff = json.loads(res.output)
+    assert diff["spec"] == [["mid_train.lr", "0.001", "0.002"]] and diff["tags"][0][0] == "venus.spec_sha256"
+    assert ["online_rl: web", "held_out_success_after", 0.25, 0.5, 0.25] in diff["stage_metrics"]
+    assert diff["stage_status"] == [["mid_train", "FINISHED", "FINISHED (cached)"]]
+    res = CliRunner().invoke(app, ["runs", "compare", str(a), str(b)])
+    assert res.exit_code == 0 and "online_rl: web" in res.output and "+0.25" in res.output, res.output
 
 
 def test_ui_builds_a_loopback_mlflow_command(monkeypatch: pytest.MonkeyPatch) -> None:

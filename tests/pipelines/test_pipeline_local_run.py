@@ -53,7 +53,7 @@ def test_format_summary_has_one_line_per_stage() -> None:
     lines = format_summary(summary).splitlines()
     assert lines[0] == "a: FAILURE in 3.0s (/o)"
     assert lines[1].split() == ["score_data", "SUCCESS", "1.2s", "train=65"]
-    assert lines[2].split() == ["offline_rl[web]", "FAILURE", "-"]
+    assert lines[2].split() == ["offline_rl:", "web", "FAILURE", "-"]  # as the Kubeflow UI names it
 
 
 @pytest.mark.slow

@@ -2,8 +2,10 @@
 
 The store's start-up costs seconds here, so the module shares one store and checks a whole
 pipeline's worth of wiring per test: a real `merge` job (tiny safetensors checkpoints) nested under
-the parent run found through the Kubeflow run id, a training-like stage and a failing stage, the
-model registry entry of the merged model, and the fallback to the JSONL record when MLflow is down.
+the parent run found through the Kubeflow run id, a training-like stage (with a dataset input) and
+a failing stage, run names as Kubeflow displays the tasks, the parent's git revision and stage
+table, the model registry entry of the merged model (its source run and datasets), and the fallback
+to the JSONL record when MLflow is down.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from safetensors.torch import save_file
 
 from venus_core.config import load_spec, spec_hash
 from venus_core.runtime import merge as merge_job
+from venus_core.runtime.common import git_revision, provenance
 from venus_core.runtime.tracking import (KFP_RUN_ENV, PARENT_ENV, RUN_RECORD, TRACKING_ENV, absolute_store_uri,
                                          finish_parent, job_tracking, resolve_tracking_uri)
 
@@ -79,9 +82,15 @@ def test_jobs_nest_under_the_kfp_runs_parent_and_the_merged_model_is_registered(
             "--set", "merge.method=ties"]  # venus-tiny publishes linear; the lineage tags below are TIES's
     spec = load_spec(SPEC, [s for s in sets if s != "--set"])
 
+    data = tmp_path / "data" / "mixture" / "train"  # a Venus dataset: known by its manifest's sha256
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"records": 12, "counts_by_domain": {"web": 12}}))
     with job_tracking("mid_train", spec, tmp_path / "mid") as tr:  # a trainer logging through the Tracker protocol
         for step in range(3):
-            tr.log_metrics({"loss": 1.0 / (step + 1)}, step=step)
+            tr.log_metrics({"train/loss": 1.0 / (step + 1)}, step=step)
+        prov = provenance("mid_train", spec, [data])
+        tr.record_provenance(prov)
+    manifest_sha = prov["inputs"][0]["sha256"].removeprefix("manifest:")
     with pytest.raises(RuntimeError, match="boom"), job_tracking("offline_rl", spec, tmp_path / "rl-web",
                                                                  section="offline_rl.web",
                                                                  tags={"venus.domain": "web"}):
@@ -101,6 +110,7 @@ def test_jobs_nest_under_the_kfp_runs_parent_and_the_merged_model_is_registered(
     run = client.get_run(record["run_id"])
     parent = client.get_run(record["parent_run_id"])
     assert parent.data.tags["venus.kfp_run_id"] == "kfp-run-0042" and parent.data.tags["venus.pipeline"] == "true"
+    assert parent.data.tags["venus.git_revision"] == git_revision() != "unknown"  # as its stages say
     tags = run.data.tags
     assert tags["mlflow.runName"] == "merge" and tags["mlflow.parentRunId"] == parent.info.run_id
     assert tags["venus.agent"] == "venus-tiny" and tags["venus.spec_sha256"] == spec_hash(spec)
@@ -114,24 +124,47 @@ def test_jobs_nest_under_the_kfp_runs_parent_and_the_merged_model_is_registered(
     children = client.search_runs([parent.info.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     by_name = {r.data.tags["mlflow.runName"]: r for r in children}
-    assert set(by_name) == {"mid_train", "offline_rl", "merge"}  # one parent for the whole Kubeflow run
-    assert by_name["offline_rl"].info.status == "FAILED" and by_name["mid_train"].info.status == "FINISHED"
-    assert [m.value for m in client.get_metric_history(by_name["mid_train"].info.run_id, "loss")] == [1.0, 0.5,
-                                                                                                      1 / 3]
-    assert by_name["offline_rl"].data.params["offline_rl.web.reward"] == "navigation_web"
+    assert set(by_name) == {"mid_train", "offline_rl: web", "merge"}  # one parent for the whole Kubeflow run
+    web = by_name["offline_rl: web"]  # named as the Kubeflow UI shows the task; the job name is a tag
+    assert web.data.tags["venus.job"] == "offline_rl" and web.data.tags["venus.domain"] == "web"
+    assert web.info.status == "FAILED" and by_name["mid_train"].info.status == "FINISHED"
+    assert [m.value for m in client.get_metric_history(by_name["mid_train"].info.run_id, "train/loss")] == [
+        1.0, 0.5, 1 / 3]
+    assert web.data.params["offline_rl.web.reward"] == "navigation_web"
+    mid_inputs = client.get_run(by_name["mid_train"].info.run_id).inputs.dataset_inputs
+    assert [(d.dataset.name, d.dataset.digest) for d in mid_inputs] == [("mixture/train", manifest_sha[:36])]
+    assert json.loads(mid_inputs[0].dataset.profile) == {"sha256": manifest_sha, "uri": str(data), "records": 12,
+                                                         "counts_by_domain": {"web": 12}}
+    assert {t.key: t.value for t in mid_inputs[0].tags}["mlflow.data.context"] == "training"
 
-    version = client.get_model_version("venus-tiny", "1")
-    assert version.run_id == run.info.run_id
+    version = client.get_model_version("venus-tiny", "1")  # its source run is the merge run ...
+    assert version.run_id == run.info.run_id and version.source == f"{run.info.artifact_uri}/model"
+    merge_inputs = client.get_run(run.info.run_id).inputs.dataset_inputs  # ... which lists the data used
+    assert [(d.dataset.digest, {t.key: t.value for t in d.tags}["venus.stage"]) for d in merge_inputs] == [
+        (manifest_sha[:36], "mid_train")]
+    assert json.loads(version.tags["venus.lineage.datasets"])[0]["sha256"] == manifest_sha
     lineage = json.loads(version.tags["venus.lineage.stage_runs"])
     assert lineage["mid_train"] == by_name["mid_train"].info.run_id
-    assert lineage["offline_rl[web]"] == by_name["offline_rl"].info.run_id
+    assert lineage["offline_rl: web"] == web.info.run_id
     assert version.tags["venus.lineage.parent_run"] == parent.info.run_id
     assert version.tags["venus.lineage.merge_method"] == "ties"
 
     with job_tracking("evaluate", spec, tmp_path / "eval") as ev:  # the last stage closes the parent
+        ev.log_metrics({"merged/web/success": 0.5, "merged/web/success_n": 8.0}, step=0)
         finish_parent(ev)
     assert ev.parent_run_id == parent.info.run_id
-    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
+    closed = client.get_run(parent.info.run_id)
+    assert closed.info.status == "FINISHED"
+    # the stage table: headline metrics per stage on the parent, and as stages.json / stages.html
+    assert closed.data.metrics["mid_train/train/loss"] == pytest.approx(1 / 3)
+    assert closed.data.metrics["evaluate/merged/web/success"] == 0.5
+    assert "evaluate/merged/web/success_n" not in closed.data.metrics and "mid_train/seconds" in closed.data.metrics
+    assert {"stages.json", "stages.html", "spec.json"} <= {a.path for a in client.list_artifacts(parent.info.run_id)}
+    table = json.loads(Path(client.download_artifacts(parent.info.run_id, "stages.json", str(tmp_path))).read_text())
+    assert [(r["name"], r["status"]) for r in table["stages"]] == [
+        ("mid_train", "FINISHED"), ("offline_rl: web", "FAILED"), ("merge", "FINISHED"), ("evaluate", "FINISHED")]
+    page = Path(client.download_artifacts(parent.info.run_id, "stages.html", str(tmp_path))).read_text()
+    assert page.startswith("<!doctype html>") and "offline_rl: web" in page and "merged/web/success" in page
 
 
 def test_unreachable_tracking_server_leaves_the_job_running_on_its_jsonl_record(

@@ -35,11 +35,13 @@ def _stage_table(summary: dict[str, Any]) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
+    from venus_core.config.stages import stage_display_name
+
     table = Table(title=f"{summary['agent']}: {summary['status']} in {summary['seconds']}s")
     for col in ("stage", "status", "seconds", "metrics"):
         table.add_column(col, justify="right" if col == "seconds" else "left")
     for st in summary["stages"]:
-        name = st["stage"] + (f" [{st['domain']}]" if st.get("domain") else "")
+        name = stage_display_name(st["stage"], st.get("domain"))
         metrics = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(st.get("metrics", {}).items())[:6]
         )
@@ -66,8 +68,9 @@ def _again(agent: Path, overrides: list[str], out: Path, cache: bool) -> str:
 
 
 def _finished(summary: dict[str, Any]) -> list[str]:
-    return [st["stage"] + (f" [{st['domain']}]" if st.get("domain") else "")
-            for st in summary["stages"] if st["status"] == "SUCCESS"]
+    from venus_core.config.stages import stage_display_name
+
+    return [stage_display_name(st["stage"], st.get("domain")) for st in summary["stages"] if st["status"] == "SUCCESS"]
 
 
 def run(

@@ -1,6 +1,8 @@
 """MLflow runs of a pipeline: one parent run per pipeline run, one nested run per stage.
 
-Why this shape (ARCHITECTURE.md): the run name is the job name (rule 3), params are the resolved
+Why this shape: a stage run is named as its Kubeflow task is displayed (`offline_rl: grounding`,
+`evaluate`; venus_core.config.stages.stage_display_name), so the run list reads without opening a
+run, and tag `venus.job` keeps the bare job name to filter on; params are the resolved
 spec section of that stage flattened to dotted keys (`offline_rl.grounding.lr`), metrics are per
 step, and system tags make every run traceable: `venus.git_revision`, `venus.spec_sha256`,
 `venus.image` (from `$VENUS_IMAGE`, set in the images), `venus.inputs` (JSON list of
@@ -229,7 +231,9 @@ def start_pipeline_run(spec: AgentSpec, run_name: str | None = None, *, client: 
     """Create the parent run of one pipeline run in experiment `platform.experiment`; returns its id.
 
     Pass the id to every stage as `$VENUS_PARENT_RUN_ID`. The run stays RUNNING until
-    `finish_pipeline_run`.
+    `finish_pipeline_run`. Tag `venus.git_revision` is `provenance["git_revision"]`, else
+    `$VENUS_GIT_REV`, else "unknown" (this layer runs no git): callers pass the revision their
+    stages will report (pipelines/local.py, runtime.tracking.ensure_pipeline_run).
     """
     client = client or make_client(spec.platform.tracking_uri)
     exp = with_retries("experiment", lambda: experiment_id(client, spec.platform.experiment,
@@ -254,8 +258,9 @@ def finish_pipeline_run(run_id: str, spec: AgentSpec, status: str = "FINISHED",
 @contextmanager
 def stage_run(job: str, spec: AgentSpec, parent_run_id: str | None = None, *, section: str | None = None,
               provenance: Mapping[str, Any] | None = None, client: MlflowClient | None = None,
-              spill_dir: str | Path | None = None, **writer_options: Any) -> Iterator[MlflowTracker]:
-    """A nested run named `job` under the pipeline's parent run, yielding its MlflowTracker.
+              spill_dir: str | Path | None = None, run_name: str | None = None,
+              **writer_options: Any) -> Iterator[MlflowTracker]:
+    """A nested run named `run_name` (default: `job`) under the pipeline's parent run, yielding its MlflowTracker.
 
     `section` is the spec section logged as params (default: the job's own, JOB_SECTIONS);
     `provenance` is the job's provenance dict (runtime.common.provenance: git_revision,
@@ -276,7 +281,7 @@ def stage_run(job: str, spec: AgentSpec, parent_run_id: str | None = None, *, se
     tags = _provenance_tags(job, spec, provenance, "provenance.json")
     if parent is not None:
         tags["mlflow.parentRunId"] = parent
-    run = with_retries(f"{job} run", lambda: client.create_run(exp, run_name=job, tags=tags))
+    run = with_retries(f"{job} run", lambda: client.create_run(exp, run_name=run_name or job, tags=tags))
     tracker = MlflowTracker(client, run.info.run_id, spill_dir=spill_dir, **writer_options)
     tracker.log_params(params)
     if provenance is not None:
