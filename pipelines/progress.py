@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from venus_core.config import AgentSpec
+from venus_core.config.stages import metric_number
 
 
 class StageState(str, Enum):
@@ -122,10 +123,6 @@ class Progress:
     last: tuple[float, int] | None = None
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def _format_value(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) >= 1 else f"{value:.4g}"
 
@@ -133,13 +130,13 @@ def _format_value(value: float) -> str:
 def _headline(meter: Meter, metrics: Sequence[Mapping[str, Any]]) -> str | None:
     for key, label in meter.headline:
         for rec in reversed(metrics):
-            value = _number(rec.get(key))
+            value = metric_number(rec.get(key))
             if value is not None:
                 return f"{label} {_format_value(value)}"
     if meter.headline or not metrics:
         return None
     for key, value in metrics[-1].items():  # no headline named: the latest record's first number
-        number = _number(value)
+        number = metric_number(value)
         if number is not None and not key.endswith("_n"):
             return f"{key} {_format_value(number)}"
     return None
@@ -160,11 +157,11 @@ def measure(stage: str, domain: str | None, records: Iterable[Mapping[str, Any]]
             metrics.append(m)
             if meter.unit is None or (meter.marker is not None and meter.marker not in m):
                 continue
-            t = _number(rec.get("t")) or 0.0
+            t = metric_number(rec.get("t")) or 0.0
             if meter.marker is None:
                 marks.append((t, len(marks) + 1))
             else:
-                step = int(_number(rec.get("step")) or 0)
+                step = int(metric_number(rec.get("step")) or 0)
                 marks.append((t, step if meter.one_based else step + 1))
     total = meter.params_total(params, domain) if meter.params_total else None
     if total is None:

@@ -123,32 +123,17 @@ def main() -> None:
     ap.add_argument("--buttons", type=int, default=2, help="buttons per board for --picks")
     args = ap.parse_args()
 
-    import venus_core.models.prompts as prompts
+    from select_task import aligned_grid_board, use_text_first  # the sibling script: same board, same order
 
     if args.text_first:
-        plain = prompts.build_messages
-
-        def text_first(image, prompt, answer=None):  # type: ignore[no-untyped-def]
-            msgs = plain(image, prompt, answer)
-            msgs[0]["content"] = msgs[0]["content"][::-1]
-            return msgs
-
-        prompts.build_messages = text_first  # type: ignore[assignment]
+        use_text_first()
     import venus_core.data.synth.generate as synth_generate
     import venus_core.data.synth.tasks as synth_tasks
 
     if args.grid == 4:
-        import importlib.util
-        import sys
+        def draw(rng, *, labels):  # type: ignore[no-untyped-def]
+            return aligned_grid_board(rng, labels=labels, n=args.buttons if args.picks else None)
 
-        spec_ = importlib.util.spec_from_file_location("select_task", Path(__file__).with_name("select_task.py"))
-        mod = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
-        sys.modules["select_task"] = mod
-        spec_.loader.exec_module(mod)  # type: ignore[union-attr]
-        draw = mod.aligned_grid_board
-        if args.picks:
-            def draw(rng, *, labels, _f=mod.aligned_grid_board):  # type: ignore[no-untyped-def]
-                return _f(rng, labels=labels, n=args.buttons)
         synth_tasks.grid_board = draw  # type: ignore[assignment]
         synth_generate.grid_board = draw  # type: ignore[assignment]
     elif args.picks:

@@ -44,6 +44,21 @@ def aligned_grid_board(rng: random.Random, *, labels: bool, n: int | None = None
     return BoardState(tuple(buttons))
 
 
+def use_text_first() -> None:
+    """Put the instruction before the screenshot in the user turn (patches `build_messages`; call it
+    before anything imports the name)."""
+    import venus_core.models.prompts as prompts
+
+    plain = prompts.build_messages
+
+    def text_first(image, prompt, answer=None):  # type: ignore[no-untyped-def]
+        msgs = plain(image, prompt, answer)
+        msgs[0]["content"] = msgs[0]["content"][::-1]
+        return msgs
+
+    prompts.build_messages = text_first  # type: ignore[assignment]
+
+
 class _Print:
     """Prints held-out rates as training logs them."""
 
@@ -84,16 +99,7 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.text_first:  # before anything imports build_messages by name
-        import venus_core.models.prompts as prompts
-
-        plain = prompts.build_messages
-
-        def text_first(image, prompt, answer=None):  # type: ignore[no-untyped-def]
-            msgs = plain(image, prompt, answer)
-            msgs[0]["content"] = msgs[0]["content"][::-1]
-            return msgs
-
-        prompts.build_messages = text_first  # type: ignore[assignment]
+        use_text_first()
 
     import venus_core.data.synth.generate as synth_generate
     import venus_core.data.synth.tasks as synth_tasks
@@ -106,16 +112,20 @@ def main() -> None:
     from venus_core.train.evaluate import evaluate_held_out
     from venus_core.train.sft import train_sft
 
+    if args.grid != 4 and (args.l1_buttons or args.l1_cells):
+        raise SystemExit("--l1-buttons / --l1-cells need --grid 4")
+
     def use_board(n: int | None) -> None:
         """Patch the board drawer (both modules that draw boards import it by name)."""
-        if args.grid == 4 or n:
-            draw = aligned_grid_board if args.grid == 4 else None
-            if draw is None:
-                raise SystemExit("--l1-buttons needs --grid 4")
-            cells = tuple(int(c) for c in args.l1_cells.split(",")) if (n and args.l1_cells) else None
-            fixed = (lambda rng, *, labels: draw(rng, labels=labels, n=n, cells=cells)) if n else draw
-            synth_tasks.grid_board = fixed  # type: ignore[assignment]
-            synth_generate.grid_board = fixed  # type: ignore[assignment]
+        if args.grid != 4:
+            return
+        cells = tuple(int(c) for c in args.l1_cells.split(",")) if (n and args.l1_cells) else None
+
+        def draw(rng, *, labels):  # type: ignore[no-untyped-def]
+            return aligned_grid_board(rng, labels=labels, n=n, cells=cells)
+
+        synth_tasks.grid_board = draw  # type: ignore[assignment]
+        synth_generate.grid_board = draw  # type: ignore[assignment]
 
     use_board(None)
     torch.set_num_threads(1)

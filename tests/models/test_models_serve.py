@@ -8,9 +8,6 @@ must get 400 naming the field. Usage, streaming and logprobs through the officia
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +16,7 @@ import requests
 from PIL import Image
 
 from models_helpers import screen
+from serve_cli import venus_serve
 from venus_core.models.backends import GenerationBackend, TransformersBackend, make_backend
 from venus_core.models.generation import generate
 from venus_core.models.openai_client import ChatClient, ChatError, chat_body, image_data_url
@@ -111,27 +109,10 @@ def test_bad_requests_get_400_naming_the_field(served) -> None:  # type: ignore[
 def test_venus_serve_command() -> None:
     """The CLI: `venus serve --model bootstrap --port 0` (the shipped checkpoint) prints its URL and
     answers until terminated."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from venus_core.cli import main; main()", "serve", "--model", "bootstrap", "--port", "0",
-         "--max-batch", "4", "--threads", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("serving "):
-                break
-        else:
-            pytest.fail("venus serve exited: " + "".join(lines)[-2000:])
-        base_url = line.split(" at ", 1)[1].split()[0]
+    with venus_serve(["--model", "bootstrap", "--max-batch", "4", "--threads", "1"]) as base_url:
         client = ChatClient(base_url, "bootstrap")
         assert client.models() == ["bootstrap"]
         [answer] = client.generate(_chats(1), 4)
         assert isinstance(answer, str)
         health = requests.get(base_url.removesuffix("/v1") + "/health", timeout=10).json()
         assert health["max_batch"] == 4 and health["requests"] == 1
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

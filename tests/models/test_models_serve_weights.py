@@ -9,10 +9,7 @@ served greedy answer, not by the server's say-so.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models_helpers import screen
+from serve_cli import venus_serve
 from venus_core.config.spec import ModelSpec
 from venus_core.models.generation import generate
 from venus_core.models.loading import load_model, save_model
@@ -201,27 +199,11 @@ def test_reloading_is_off_unless_enabled(tiny: Any) -> None:
 @pytest.mark.slow
 def test_venus_serve_flags_enable_reloads_and_token_ids(tiny_dir: Path) -> None:
     """The CLI wires `--allow-load-weights` and `--return-tokens-as-token-ids` into the app."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from venus_core.cli import main; main()", "serve", "--model", str(tiny_dir),
-         "--name", "tiny", "--port", "0", "--threads", "1", "--allow-load-weights", "--return-tokens-as-token-ids"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("serving "):
-                break
-        else:
-            pytest.fail("venus serve exited: " + "".join(lines)[-2000:])
-        base_url = line.split(" at ", 1)[1].split()[0]
+    with venus_serve(["--model", str(tiny_dir), "--name", "tiny", "--threads", "1", "--allow-load-weights",
+                      "--return-tokens-as-token-ids"]) as base_url:
         reply = requests.post(base_url + "/load_weights", json={"path": str(tiny_dir)}, timeout=120)
         assert reply.status_code == 200 and reply.json() == {"loaded": str(tiny_dir), "version": 1}
         body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0,
                 "logprobs": True}
         content = requests.post(base_url + "/chat/completions", json=body, timeout=60).json()["choices"][0]["logprobs"]
         assert all(e["token"].startswith("token_id:") for e in content["content"])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -21,6 +21,7 @@ import requests
 import torch
 from PIL import Image, ImageDraw
 
+from serve_cli import venus_serve
 from venus_core.config.spec import ModelSpec
 from venus_core.envs.base import Task
 from venus_core.models.loading import load_model, save_model
@@ -191,14 +192,20 @@ def _data_url(img: Image.Image) -> str:
     return image_data_url(img)
 
 
-def test_load_weights_switches_the_served_model_and_a_bad_path_keeps_it(tiny_dir: Path,
-                                                                         tmp_path: Path) -> None:
+def _model_and_perturbed(tiny_dir: Path) -> tuple[Any, Any, Any]:
+    """(model, processor, a copy of the model with every weight moved by N(0, 0.05), seed 0)."""
     model, processor = load_model(tiny_dir, ModelSpec())
     other, _ = load_model(tiny_dir, ModelSpec())
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in other.parameters():
             p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    return model, processor, other
+
+
+def test_load_weights_switches_the_served_model_and_a_bad_path_keeps_it(tiny_dir: Path,
+                                                                         tmp_path: Path) -> None:
+    model, processor, other = _model_and_perturbed(tiny_dir)
     perturbed = save_model(other, processor, tmp_path / "perturbed")
     with _serve(model, processor) as srv:
         policy = _policy(srv, model, processor)
@@ -303,12 +310,7 @@ def _rpc(srv: BackgroundServer, method: str, *args: Any) -> Any:
 
 def test_vllm_kind_loads_the_learners_weights_and_a_tampered_checkpoint_changes_nothing(
         tiny_dir: Path, tmp_path: Path) -> None:
-    model, processor = load_model(tiny_dir, ModelSpec())
-    other, _ = load_model(tiny_dir, ModelSpec())
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in other.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    model, processor, other = _model_and_perturbed(tiny_dir)
     step1 = _signed(other, processor, tmp_path / "v00001")
     with _serve_dev(model, processor) as srv:
         policy = _policy(srv, model, processor, kind="vllm")
@@ -374,31 +376,11 @@ def test_vllm_kind_errors_name_the_server_the_route_and_the_status(served: Serve
 def test_venus_serve_dev_mode_flags_run_the_extension(tiny_dir: Path, tmp_path: Path) -> None:
     """The CLI: `VLLM_SERVER_DEV_MODE=1 venus serve --worker-extension-cls ...`, as the vLLM Deployment
     is started, answers ServerPolicy(kind="vllm")."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "VLLM_SERVER_DEV_MODE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from venus_core.cli import main; main()", "serve", "--model", str(tiny_dir),
-         "--name", "tiny", "--port", "0", "--threads", "1",
-         "--worker-extension-cls", "venus_core.rl.online.vllm_worker.VenusWorkerExtension"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("serving "):
-                break
-        else:
-            pytest.fail("venus serve exited: " + "".join(lines)[-2000:])
-        base_url = line.split(" at ", 1)[1].split()[0]
+    with venus_serve(["--model", str(tiny_dir), "--name", "tiny", "--threads", "1",
+                      "--worker-extension-cls", "venus_core.rl.online.vllm_worker.VenusWorkerExtension"],
+                     {"VLLM_SERVER_DEV_MODE": "1"}) as base_url:
         model, processor = load_model(tiny_dir, ModelSpec())
         policy = ServerPolicy(base_url, "tiny", temperature=1.0, max_new_tokens=4, kind="vllm", timeout=60)
         assert policy.load_weights(_signed(model, processor, tmp_path / "v00001")) == 1
         health = requests.get(base_url.removesuffix("/v1") + "/health", timeout=10).json()
         assert health["dev_calls"] == {"collective_rpc": 1, "reset_prefix_cache": 1}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

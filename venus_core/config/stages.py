@@ -13,6 +13,8 @@ per-domain stage. A stage without a domain (score_data, mid_train, merge, evalua
 
 from __future__ import annotations
 
+from typing import Any
+
 DISPLAY_SEPARATOR = ": "
 
 
@@ -30,3 +32,9 @@ def parse_display_name(name: str) -> tuple[str, str | None]:
     """The inverse of `stage_display_name`: 'online_rl: web' -> ('online_rl', 'web')."""
     stage, sep, domain = name.partition(DISPLAY_SEPARATOR)
     return (stage, domain or None) if sep else (name, None)
+
+
+def metric_number(value: Any) -> float | None:
+    """`value` as a float when it is a metric number (int or float, not a bool), else None: how the
+    stage tables read metric records."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -30,7 +30,7 @@ from typing import Any
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Run
 
-from venus_core.config.stages import parse_display_name, stage_display_name, stage_key
+from venus_core.config.stages import metric_number, parse_display_name, stage_display_name, stage_key
 
 STAGES_JSON = "stages.json"
 STAGES_HTML = "stages.html"
@@ -71,10 +71,6 @@ class StageRow:
                    cached=bool(d.get("cached")), run_id=d.get("run_id"))
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def run_stage_name(run: Run) -> str:
     """The stage display name of a stage run: its `venus.job` and `venus.domain` tags (so runs
     made before stage runs carried the display name read the same), else its run name."""
@@ -91,8 +87,8 @@ def rows_from_summary(stages: Iterable[Mapping[str, Any]], run_ids: Mapping[str,
     rows = []
     for st in stages:
         name = stage_display_name(str(st["stage"]), st.get("domain"))
-        metrics = {str(k): v for k, v in (st.get("metrics") or {}).items() if _number(v) is not None}
-        seconds = _number(st.get("seconds"))
+        metrics = {str(k): v for k, v in (st.get("metrics") or {}).items() if metric_number(v) is not None}
+        seconds = metric_number(st.get("seconds"))
         rows.append(StageRow(name=name, status=str(st.get("status", "")), cached=bool(st.get("cached")),
                              seconds=None if st.get("cached") else seconds,
                              metrics={k: float(v) for k, v in metrics.items()},
