@@ -111,6 +111,30 @@ def test_autocomplete_oracle_waits_on_the_list_not_a_sleep(env: MiniWobEnv) -> N
     assert shown[:2] == [0, 0] and shown[2] >= 1  # the Wait is yielded once the list is there
 
 
+def test_autocomplete_oracle_waits_for_the_search_of_the_whole_prefix(env: MiniWobEnv) -> None:
+    # the keys of one Type reach the page further apart than the search delay (a loaded machine):
+    # the list of "C" opens, already offering "Central African Republic", then "e" arrives and
+    # the list is re-rendered for "Ce" a delay later. The oracle must pick from the "Ce" list.
+    _autocomplete(env, "'delay', 1500")
+    solver = solver_for("use-autocomplete")(Page(env))
+    env.step(next(solver).action)  # focus the field
+    typed = next(solver).action
+    assert isinstance(typed, Type) and typed.content == "Ce"
+    term = "() => { const w = $('#tags').autocomplete('instance'); return [w.term, $('#tags').val()]; }"
+    env.step(Type(content="C"))
+    assert env.wait_for("() => $('#tags').autocomplete('instance').term === 'C'"
+                        " && $('ul.ui-autocomplete li:visible').length > 1", timeout_ms=10_000)
+    env.step(Type(content="e"))
+    assert env.evaluate(term) == ["C", "Ce"]  # the "C" list is on screen, the "Ce" search pending
+    wait = next(solver)
+    assert isinstance(wait.action, Wait) and env.evaluate(term) == ["Ce", "Ce"]
+    items = env.evaluate("() => $('ul.ui-autocomplete li:visible').map((i, e) => e.textContent).get()")
+    assert items and all(t.startswith("Ce") for t in items)
+    for step in [wait, *solver]:
+        env.step(step.action)
+    assert env.is_successful()
+
+
 def test_autocomplete_oracle_times_out_with_a_typed_error(env: MiniWobEnv) -> None:
     _autocomplete(env, "'source', []")  # the list never offers anything
     solver = solver_for("use-autocomplete")(Page(env, timeout_ms=400))

@@ -13,7 +13,7 @@ asking for the next, so a solver sees the page after its previous action (an aut
 that opened, a dialog that moved). Solvers raise `OracleError` when the page does not look as
 expected; the collector counts such episodes as failures. What a solver needs the page to show
 after an action (the autocomplete list) is waited for on the DOM with a bounded timeout
-(`Page.wait_for`, `OracleTimeout`), never by a fixed number of sleeps.
+(`Page.wait_settled`, `OracleTimeout`), never by a fixed number of sleeps.
 
 Tasks: click-button, click-link, click-checkboxes, click-option, click-tab, click-dialog,
 focus-text, enter-text, enter-password, login-user, use-autocomplete (`SOLVERS`).
@@ -47,6 +47,12 @@ _BOXES_JS = """(selector) => Array.from(document.querySelectorAll(selector)).map
 # some visible element of `selector` (as `_BOXES_JS` sees it) has a text with `prefix` / `suffix`
 _SHOWN_JS = ("([selector, prefix, suffix]) => (" + _BOXES_JS + ")(selector).some((e) => e.visible"
              " && e.text.startsWith(prefix) && e.text.endsWith(suffix))")
+# the jQuery UI autocomplete of `field` has settled on what the field holds: its last search was
+# for the field's value (no key still waiting out the search delay), no search is in flight, and
+# its list shows an entry with `prefix` / `suffix` (as `_SHOWN_JS` sees it)
+_SETTLED_JS = ("([field, selector, prefix, suffix]) => { const w = $(field).autocomplete('instance');"
+               " return !!w && w.term === $(field).val() && !w.pending && (" + _SHOWN_JS
+               + ")([selector, prefix, suffix]); }")
 
 
 class OracleError(EnvError):
@@ -103,16 +109,23 @@ class Page:
         return [e for e in self.elements(selector)
                 if e.text.startswith(prefix) and e.text.endswith(suffix)]
 
-    def wait_for(self, selector: str, what: str, prefix: str = "", suffix: str = "") -> None:
-        """Wait until `matching(selector, prefix, suffix)` is non-empty; OracleTimeout naming
-        `what` after `timeout_ms`.
+    def wait_settled(self, field: str, selector: str, what: str, prefix: str = "",
+                     suffix: str = "") -> None:
+        """Wait until the jQuery UI autocomplete of `field` has searched for the field's whole
+        value and its list (`selector`) shows an entry with `prefix` / `suffix`; OracleTimeout
+        naming `what` after `timeout_ms`.
 
         A wait on the page's state, not a sleep: the page reacts to an action after a delay of
-        its own (jQuery UI opens the autocomplete list 300 ms after the last key, later on a
-        loaded machine), so a fixed sleep either races it or wastes time."""
-        if not self.env.wait_for(_SHOWN_JS, [selector, prefix, suffix], timeout_ms=self.timeout_ms):
+        its own (jQuery UI opens the list 300 ms after the last key, later on a loaded machine),
+        so a fixed sleep either races it or wastes time. And not merely "the entry is shown": on
+        a loaded machine the keys of one Type can reach the page more than that delay apart, so
+        the list of an earlier prefix ("C") opens, already offering the entry, and is re-rendered
+        (entries moved) when the search for the whole prefix ("Ce") runs; positions read from
+        the earlier list race that re-render."""
+        if not self.env.wait_for(_SETTLED_JS, [field, selector, prefix, suffix],
+                                 timeout_ms=self.timeout_ms):
             raise OracleTimeout(f"timed out after {self.timeout_ms} ms waiting for {what} "
-                                f"({selector!r} on the page)")
+                                f"({selector!r} for the whole value of {field!r})")
 
     def one(self, selector: str, text: str | None = None) -> Element:
         found = [e for e in self.elements(selector) if text is None or e.text == text]
@@ -251,9 +264,10 @@ def use_autocomplete(page: Page) -> Iterator[OracleStep]:
     start, end = _quoted(q, r'starts with "(.*?)"(?: and ends with "(.*?)")?\.')
     need = f"starts with \"{start}\"" + (f" and ends with \"{end}\"" if end else "")
     yield from _type_into(page, "#tags", start, "Tags field")
-    # the list opens after a delay: wait on the DOM until it offers the entry, then one Wait step,
-    # so that the screenshot before the pick shows the list (the trajectory is the same each time)
-    page.wait_for(SUGGESTIONS, f"a suggestion that {need}", start, end or "")
+    # the list opens after a delay: wait on the DOM until the list for the whole typed prefix
+    # offers the entry, then one Wait step, so that the screenshot before the pick shows the list
+    # (the trajectory is the same each time)
+    page.wait_settled("#tags", SUGGESTIONS, f"a suggestion that {need}", start, end or "")
     yield OracleStep(Wait(), "The suggestion list opens a moment after typing; I wait for it.",
                      "Waited for the suggestion list.")
     items = page.matching(SUGGESTIONS, start, end or "")
