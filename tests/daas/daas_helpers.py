@@ -16,8 +16,10 @@ from venus_core.daas import (
     DeviceSpec,
     DeviceTable,
     Gateway,
+    GatewayConfig,
     GatewayThread,
     LeaseRegistry,
+    ServerTLS,
     TokenSigner,
 )
 from venus_core.daas.probes import Probe
@@ -31,6 +33,7 @@ class _Server(socketserver.ThreadingTCPServer):
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
+        self.accepted = 0  # connections ever made to this device
         self.conns: set[socket.socket] = set()
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -55,6 +58,7 @@ class _Handler(socketserver.BaseRequestHandler):
         sock: socket.socket = self.request
         with self.server.lock:
             self.server.conns.add(sock)
+            self.server.accepted += 1
         try:
             while data := sock.recv(1 << 16):
                 if self.server.mode == "echo":
@@ -105,11 +109,10 @@ class Stack:
 
     def restart_gateway(self) -> None:
         port = self.gateway.port
+        config = self.gateway.gateway.config
         self.gateway.stop()
-        from venus_core.daas import GatewayConfig
-
         self.gateway = GatewayThread(
-            Gateway(self.table, self.signer, GatewayConfig(port=port))
+            Gateway(self.table, self.signer, GatewayConfig(port=port, tls=config.tls))
         ).start()
         self.registry.on_end[:] = [self.gateway.revoke]
 
@@ -122,10 +125,15 @@ def make_stack(
     recheck_after: float = 60.0,
     metrics: bool = False,
     max_upstream: int = 8,
+    tls: ServerTLS | None = None,
+    handshake_timeout: float = 5.0,
 ) -> Stack:
     signer = TokenSigner(SECRET)
     table = DeviceTable(devices, max_upstream=max_upstream)
-    gw = GatewayThread(Gateway(table, signer), metrics_port=0 if metrics else None).start()
+    config = GatewayConfig(tls=tls, handshake_timeout=handshake_timeout)
+    gw = GatewayThread(
+        Gateway(table, signer, config), metrics_port=0 if metrics else None
+    ).start()
     reg = LeaseRegistry(
         devices,
         signer,

@@ -4,6 +4,7 @@ fault, and no lease leaks."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -113,7 +114,7 @@ def test_ended_lease_closes_sessions_on_a_gateway_in_another_process(echo_server
     stacks.append(stack)
     stack.registry.on_end.clear()  # as if the registry lived elsewhere
     with LeaseHTTPServer(stack.registry) as http:
-        poller = RevocationPoller(stack.gateway, HttpRegistry(http.url).live_leases, 0.1).start()
+        poller = RevocationPoller(stack.gateway, HttpRegistry(http.url).leases, 0.1).start()
         try:
             (kept,) = stack.registry.lease("w1", "tcp")
             pool = stack.pool("w2", io_timeout=3)
@@ -125,8 +126,13 @@ def test_ended_lease_closes_sessions_on_a_gateway_in_another_process(echo_server
             assert 0.3 < time.monotonic() - t0 < 3
             sock.close()
             with pool.lease(kind="tcp") as (lease,), lease.connect() as t:
-                t.sendall(b"mine now")  # the new holder's session is not touched by the poller
-                time.sleep(0.3)
-                assert t.recv_exact(8) == b"mine now"
+                t.sendall(b"mine now")  # the new holder's session is not touched by the poller:
+                seen = poller.polls  # three polls later (their revocations run on the loop) ...
+                deadline = time.monotonic() + 10
+                while poller.polls < seen + 3:
+                    assert time.monotonic() < deadline, "the poller stopped polling"
+                    time.sleep(0.01)
+                stack.gateway.call(asyncio.sleep(0))
+                assert t.recv_exact(8) == b"mine now"  # ... it is still open
         finally:
             poller.stop()

@@ -9,6 +9,7 @@ and the "device" behind a pod is a real TCP echo server on loopback.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,7 +218,7 @@ def test_pod_deleted_under_a_lease_gives_typed_errors_and_frees_the_lease(api, k
         echo.server_close()
 
 
-def test_api_server_down_is_a_typed_error_within_the_timeout() -> None:
+def test_api_server_down_is_a_typed_error_within_the_timeout(caplog: pytest.LogCaptureFixture) -> None:
     from venus_core.io.devicepool import core_api
 
     backend = KubePodBackend(core_api(host="http://127.0.0.1:9"), NAMESPACE, "p1",
@@ -231,8 +232,12 @@ def test_api_server_down_is_a_typed_error_within_the_timeout() -> None:
     ctl = PoolController(registry, backend, interval=0.02)
     with pytest.raises(PodAPIError):
         ctl.scale("web", 1)
+    caplog.set_level(logging.ERROR, logger="venus_core.daas.pool")
     with ctl:  # the reconcile loop logs the failures and keeps trying
-        time.sleep(0.2)
+        deadline = time.monotonic() + 15
+        while sum("sync failed (retrying)" in r.getMessage() for r in caplog.records) < 3:
+            assert time.monotonic() < deadline, "the reconcile loop stopped retrying"
+            time.sleep(0.02)
         assert ctl._thread is not None and ctl._thread.is_alive()
 
 

@@ -48,8 +48,7 @@ def test_thousand_idle_sessions() -> None:
         conns = []
         for start in range(0, N, 250):
             conns += await asyncio.gather(*(one(i) for i in range(start, start + 250)))
-        await asyncio.sleep(0.2)
-        assert len(gw.gateway.sessions) == N
+        assert len(gw.gateway.sessions) == N  # registered before each OK was written
 
         async def ping(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
             w.write(b"!")

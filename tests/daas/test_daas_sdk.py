@@ -64,11 +64,13 @@ def test_release_on_exception_and_no_match(echo_server, stacks) -> None:  # type
 
 
 def test_heartbeats_keep_a_lease_past_its_ttl(echo_server, stacks) -> None:  # type: ignore[no-untyped-def]
-    stack = make_stack(echo_devices(echo_server.port, n=1), ttl=0.6)
+    # heartbeats every 0.1 s against a 1 s TTL: the lease survives a heartbeat thread starved for
+    # up to 0.9 s by a loaded machine (at ttl/3 it was 0.4 s, which a busy CI box can exceed)
+    stack = make_stack(echo_devices(echo_server.port, n=1), ttl=1.0)
     stacks.append(stack)
-    with stack.pool().lease(kind="tcp") as (lease,):
+    with stack.pool(heartbeat_interval=0.1).lease(kind="tcp") as (lease,):
         first = lease.grant.token
-        time.sleep(1.5)
+        time.sleep(2.0)  # twice the TTL: without heartbeats the reaper would have ended it
         assert lease.lost is None and stack.registry.status()["leased"] == 1
         assert lease.grant.token != first  # refreshed token
         with lease.connect() as t:  # the fresh token still admits connections

@@ -4,14 +4,20 @@
         [--host 0.0.0.0] [--port 7000] [--shard 0 --shards 4] [--metrics-port 9100] \\
         [--registry-port 7070 --shard-addr gw-0:7000 --shard-addr gw-1:7000 ...]
         [--registry-url http://registry:7070]
+        [--tls-cert /run/tls/tls.crt --tls-key /run/tls/tls.key [--tls-client-ca /run/tls/ca.crt]]
 
 The device table is YAML/JSON (`id, kind, group, endpoint, labels`); every shard reads the whole
 table and serves the groups that hash to it. The token secret comes from `--secret-file` or the
 `VENUS_GATEWAY_SECRET` environment variable (credentials only; everything else is a flag). With
 `--registry-port` the process also serves the lease registry over HTTP; it hands out the
 `--shard-addr` addresses (default: this shard); a shard whose registry runs elsewhere gets
-`--registry-url` and closes the sessions of ended leases within a second. Prints one line with
-the bound ports, then runs until SIGINT/SIGTERM. Heavy imports stay inside the command so that `venus --help` is fast.
+`--registry-url` and closes the sessions of ended leases within a second. With `--tls-cert` and
+`--tls-key` the gateway and the registry speak TLS; `--tls-client-ca` also requires client
+certificates signed by that CA and binds every lease and tunnel to the certificate's identity
+(see `venus_core.daas.tls`). A `--registry-url https://...` is reached with the client TLS files
+of `$VENUS_DAAS_CA` / `$VENUS_DAAS_CERT` / `$VENUS_DAAS_KEY`. Prints one line with the bound
+ports, then runs until SIGINT/SIGTERM. Heavy imports stay inside the command so that
+`venus --help` is fast.
 """
 
 from __future__ import annotations
@@ -54,6 +60,14 @@ def register(app: typer.Typer) -> None:
                 " leases are closed (polled every second)"
             ),
         ] = None,
+        tls_cert: Annotated[
+            Path | None, typer.Option(help="TLS certificate chain (PEM) of gateway and registry")
+        ] = None,
+        tls_key: Annotated[Path | None, typer.Option(help="TLS private key (PEM)")] = None,
+        tls_client_ca: Annotated[
+            Path | None,
+            typer.Option(help="require client certificates signed by this CA (mutual TLS)"),
+        ] = None,
     ) -> None:
         """Run a device-gateway shard: token-checked TCP forwarding to ADB / CDP / SSH devices."""
         import logging
@@ -61,6 +75,7 @@ def register(app: typer.Typer) -> None:
         import threading
 
         from venus_core.daas import (
+            ClientTLS,
             DeviceTable,
             Gateway,
             GatewayConfig,
@@ -68,6 +83,7 @@ def register(app: typer.Typer) -> None:
             HttpRegistry,
             LeaseHTTPServer,
             LeaseRegistry,
+            ServerTLS,
             TokenSigner,
             load_devices,
         )
@@ -84,24 +100,37 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(
                 "give --secret-file or set VENUS_GATEWAY_SECRET", param_hint="--secret-file"
             )
+        if (tls_cert is None) != (tls_key is None) or (tls_client_ca and tls_cert is None):
+            raise typer.BadParameter(
+                "give --tls-cert and --tls-key together (and --tls-client-ca only with them)",
+                param_hint="--tls-cert",
+            )
+        tls = ServerTLS(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None
         try:
             specs = load_devices(devices)
             signer = TokenSigner(secret)
             table = DeviceTable(specs, shard=shard, n_shards=shards, max_upstream=max_upstream)
+            if tls is not None:
+                tls.context()  # unreadable or mismatched files fail here, before binding
+            remote = (
+                HttpRegistry(registry_url, tls=ClientTLS.from_env())
+                if registry_url is not None
+                else None
+            )
         except (OSError, ValueError) as exc:
             typer.echo(f"venus gateway: {exc}", err=True)
             raise typer.Exit(2) from exc
-        gw = GatewayThread(
-            Gateway(table, signer, GatewayConfig(host=host, port=port)), metrics_port=metrics_port
-        ).start()
+        config = GatewayConfig(host=host, port=port, tls=tls, revoked_for=max(3600.0, ttl))
+        gw = GatewayThread(Gateway(table, signer, config), metrics_port=metrics_port).start()
         registry = http = poller = None
         try:
-            if registry_url is not None:
-                poller = RevocationPoller(gw, HttpRegistry(registry_url).live_leases).start()
+            if remote is not None:
+                poller = RevocationPoller(gw, remote.leases).start()
             assert gw.loop is not None
             line = (
                 f"gateway shard {shard}/{shards} on {host}:{gw.port} ({loop_name(gw.loop)},"
-                f" {len(table.pools)}/{len(specs)} devices)"
+                f" {len(table.pools)}/{len(specs)} devices,"
+                f" {'mTLS' if gw.gateway.mutual_tls else 'TLS' if tls else 'plain TCP'})"
             )
             if metrics_port is not None:
                 line += f" metrics :{gw.metrics_port}"
@@ -113,7 +142,7 @@ def register(app: typer.Typer) -> None:
                     )
                 registry = LeaseRegistry(specs, signer, addrs, ttl=ttl).start()
                 registry.on_end.append(gw.revoke)
-                http = LeaseHTTPServer(registry, host, registry_port).start()
+                http = LeaseHTTPServer(registry, host, registry_port, tls=tls).start()
                 line += f" registry {http.url}"
             typer.echo(line)
             stop = threading.Event()

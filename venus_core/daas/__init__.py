@@ -3,7 +3,8 @@
 Modules: `tokens` (HMAC lease tokens), `routing` (device table, group -> shard hash, upstream
 pools), `gateway` (the token-checked TCP splice), `metrics` (Prometheus text), `service` (event
 loop / thread runners), `probes` (protocol health checks), `registry` (leases, TTL, quarantine),
-`lease_http` (registry over HTTP), `forward` (client handshake, local port forwarder), `client`
+`lease_http` (registry over HTTP), `tls` (TLS / mTLS contexts, client identity from the
+certificate), `forward` (client handshake, local port forwarder), `client`
 (DevicePool / Lease / Tunnel), `pool` (PoolController: device pods in Kubernetes kept in step
 with the registry; its Kubernetes side is `venus_core.io.devicepool`), `errors` (typed errors
 shared by all of them).
@@ -17,6 +18,7 @@ from venus_core.daas.errors import (
     DeviceUnavailable,
     GatewayBusy,
     GatewayUnavailable,
+    IdentityMismatch,
     LeaseError,
     LeaseExpired,
     NoDeviceAvailable,
@@ -25,6 +27,7 @@ from venus_core.daas.errors import (
     TokenExpired,
     TokenForged,
     TokenMismatch,
+    TokenRevoked,
     UnknownDevice,
     UpstreamClosed,
     WrongShard,
@@ -35,10 +38,12 @@ from venus_core.daas.pool import PodBackend, PoolController, ScaleResult
 from venus_core.daas.registry import Grant, LeaseRegistry
 from venus_core.daas.routing import DeviceSpec, DeviceTable, load_devices, shard_of
 from venus_core.daas.service import GatewayThread, new_event_loop
+from venus_core.daas.tls import ClientTLS, ServerTLS
 from venus_core.daas.tokens import Claims, TokenSigner
 
 __all__ = [
     "Claims",
+    "ClientTLS",
     "DaasError",
     "DevicePool",
     "DeviceNotReady",
@@ -53,6 +58,7 @@ __all__ = [
     "GatewayUnavailable",
     "Grant",
     "HttpRegistry",
+    "IdentityMismatch",
     "Lease",
     "LeaseError",
     "LeaseExpired",
@@ -63,10 +69,12 @@ __all__ = [
     "PoolController",
     "PoolError",
     "ScaleResult",
+    "ServerTLS",
     "TokenError",
     "TokenExpired",
     "TokenForged",
     "TokenMismatch",
+    "TokenRevoked",
     "TokenSigner",
     "Tunnel",
     "UnknownDevice",

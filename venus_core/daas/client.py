@@ -13,6 +13,11 @@ lease (every ttl/3) and marks a lease lost if the registry no longer knows it; a
 stops heartbeating and the registry's TTL returns its devices. Tunnel I/O has a timeout and maps a
 silent device to `DeviceTimeout` and an unexpected end of stream (device or gateway gone) to
 `UpstreamClosed`, so a worker never hangs on a dead device.
+
+TLS: `DevicePool(url, tls=ClientTLS(...))`, or for a registry URL the `$VENUS_DAAS_CA` /
+`$VENUS_DAAS_CERT` / `$VENUS_DAAS_KEY` files (see `tls`), encrypts both the registry's HTTP and the
+gateway tunnels. With a client certificate the client id defaults to the certificate's identity,
+which is the only id a mutual-TLS registry and gateway accept from this client.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from venus_core.daas.errors import (
 from venus_core.daas.forward import LocalForwarder, handshake_line, open_tunnel_socket, split_addr
 from venus_core.daas.lease_http import HttpRegistry
 from venus_core.daas.registry import Grant
+from venus_core.daas.tls import ClientTLS
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +132,9 @@ class Lease:
         """Open a tunnel to the device (handshake and I/O bounded by `timeout`)."""
         g = self._check()
         t = self.pool.io_timeout if timeout is None else timeout
-        sock, session = open_tunnel_socket(split_addr(g.gateway), handshake_line(g), t)
+        sock, session = open_tunnel_socket(
+            split_addr(g.gateway), handshake_line(g), t, self.pool.tls_context
+        )
         return Tunnel(sock, session, g.device, t)
 
     @contextmanager
@@ -136,6 +144,7 @@ class Lease:
             lambda: (split_addr(self._check().gateway), handshake_line(self.grant)),
             port=port,
             timeout=self.pool.io_timeout,
+            tls=self.pool.tls_context,
         ).start()
         try:
             yield fwd.port
@@ -175,7 +184,7 @@ class Lease:
 
 
 class DevicePool:
-    """Lease devices from a registry (a `LeaseRegistry` in process, or its HTTP URL)."""
+    """Lease devices from a registry (a `LeaseRegistry` in process, or its HTTP(S) URL)."""
 
     def __init__(
         self,
@@ -185,11 +194,22 @@ class DevicePool:
         wait: float = 10.0,
         io_timeout: float = 10.0,
         heartbeat_interval: float | None = None,
+        tls: ClientTLS | None = None,
     ) -> None:
+        if tls is None and isinstance(registry, str):
+            tls = ClientTLS.from_env()
+        self.tls_context = tls.context() if tls is not None else None
         self.registry: RegistryAPI = (
-            HttpRegistry(registry) if isinstance(registry, str) else registry
+            HttpRegistry(registry, tls=tls) if isinstance(registry, str) else registry
         )
-        self.client_id = client_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        identity = tls.identity() if tls is not None else None
+        if identity is not None and client_id not in (None, identity):
+            raise ValueError(
+                f"client id {client_id!r} is not the identity of the TLS certificate {identity!r}"
+            )
+        self.client_id = (
+            client_id or identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        )
         if any(c.isspace() for c in self.client_id):
             raise ValueError(f"client id must not contain spaces: {self.client_id!r}")
         self.wait = wait

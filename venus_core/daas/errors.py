@@ -39,6 +39,18 @@ class TokenMismatch(TokenError):
     code = "token_mismatch"
 
 
+class TokenRevoked(TokenError):
+    """The token is well signed and unexpired, but its lease has ended (a replayed token)."""
+
+    code = "token_revoked"
+
+
+class IdentityMismatch(DaasError):
+    """The client id a request names is not the identity of its TLS client certificate."""
+
+    code = "identity_mismatch"
+
+
 class UnknownDevice(DaasError):
     """No device of that id is known to the gateway or the registry."""
 
@@ -119,6 +131,8 @@ _BY_CODE: dict[str, type[DaasError]] = {
         TokenForged,
         TokenExpired,
         TokenMismatch,
+        TokenRevoked,
+        IdentityMismatch,
         UnknownDevice,
         WrongShard,
         GatewayBusy,

@@ -5,6 +5,9 @@ their connections. `LocalForwarder` listens on a loopback port; each connection 
 tunnelled through the gateway with the lease's handshake line and then copied both ways, so
 `adb connect 127.0.0.1:<port>` reaches the leased device unchanged. It runs its own event loop in a
 thread (uvloop when installed) and splices with the same `splice.End` protocols as the gateway.
+With an `ssl.SSLContext` (see `tls`) both the blocking tunnel and the forwarder speak TLS to the
+gateway, checking its certificate against the host name of the grant's gateway address; the
+local side of a forwarder stays plain TCP on loopback.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Self
@@ -61,9 +65,13 @@ def _read_line(sock: socket.socket) -> bytes:
 
 
 def open_tunnel_socket(
-    addr: tuple[str, int], line: bytes, timeout: float
+    addr: tuple[str, int],
+    line: bytes,
+    timeout: float,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[socket.socket, str]:
-    """Connect to a gateway, send `line`, return (socket, session id) or raise a typed error."""
+    """Connect to a gateway (over TLS with `tls`), send `line`, return (socket, session id) or
+    raise a typed error."""
     where = f"{addr[0]}:{addr[1]}"
     try:
         sock = socket.create_connection(addr, timeout=timeout)
@@ -71,6 +79,15 @@ def open_tunnel_socket(
         raise GatewayUnavailable(f"gateway {where}: connect timed out") from exc
     except OSError as exc:
         raise GatewayUnavailable(f"gateway {where}: {exc}") from exc
+    if tls is not None:
+        try:
+            sock = tls.wrap_socket(sock, server_hostname=addr[0])
+        except (ssl.SSLError, ssl.CertificateError) as exc:
+            sock.close()
+            raise GatewayUnavailable(f"gateway {where}: TLS handshake failed: {exc}") from exc
+        except OSError as exc:
+            sock.close()
+            raise GatewayUnavailable(f"gateway {where}: TLS handshake: {exc}") from exc
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(line)
@@ -156,7 +173,16 @@ class _Tunnel:
             addr, line = self.fwd.target()
             loop = asyncio.get_running_loop()
             remote = self.remote = _Remote(self)
-            await asyncio.wait_for(loop.create_connection(lambda: remote, *addr), self.fwd.timeout)
+            tls = self.fwd.tls
+            await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: remote,
+                    *addr,
+                    ssl=tls,
+                    server_hostname=addr[0] if tls is not None else None,
+                ),
+                self.fwd.timeout,
+            )
             assert remote.transport is not None
             remote.transport.write(line)
             reply = await asyncio.wait_for(asyncio.shield(remote.reply), self.fwd.timeout)
@@ -180,10 +206,12 @@ class LocalForwarder:
         *,
         port: int = 0,
         timeout: float = 10.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.target = target
         self.port = port
         self.timeout = timeout
+        self.tls = tls
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None

@@ -3,9 +3,13 @@
 Why a byte splice: ADB, the Chrome DevTools WebSocket (after its HTTP upgrade) and SSH are all
 long-lived TCP streams, so one reverse proxy serves every device kind without parsing any of them.
 Framing: the client's first line is `VENUS1 <client-id> <device-id> <token>\\n`; the gateway checks
-the token (signature, expiry, device, client), checks that its shard owns the device's group
-(see `routing`), takes a slot in the device's upstream pool, connects, and answers `OK <session>\\n`
-or `ERR <code> <message>\\n` (codes in `errors`) and closes. After `OK` the bytes are the device's.
+the token (signature, expiry, device, client), that its lease has not ended (a replayed token of
+a released or expired lease is refused until the token itself expires), that its shard owns the
+device's group (see `routing`), takes a slot in the device's upstream pool, connects, and answers
+`OK <session>\\n` or `ERR <code> <message>\\n` (codes in `errors`) and closes. After `OK` the bytes
+are the device's. With TLS (`GatewayConfig.tls`, see `tls`) the line travels encrypted; with client
+certificates (mTLS) the client id is the certificate's identity: a handshake naming another
+client, or a token issued to another client, is refused.
 
 Forwarding does no per-message Python work: both sides are `splice.End` Protocols whose
 `data_received` writes the chunk straight into the peer transport, with transport flow control as
@@ -24,7 +28,8 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from venus_core.daas.errors import (
@@ -32,13 +37,16 @@ from venus_core.daas.errors import (
     DeviceTimeout,
     DeviceUnavailable,
     GatewayBusy,
+    IdentityMismatch,
     TokenForged,
+    TokenRevoked,
     UnknownDevice,
     WrongShard,
 )
 from venus_core.daas.metrics import GatewayMetrics
 from venus_core.daas.routing import DeviceTable, UpstreamPool
 from venus_core.daas.splice import End, pair
+from venus_core.daas.tls import ServerTLS, peer_identity
 from venus_core.daas.tokens import Claims, TokenSigner
 
 log = logging.getLogger(__name__)
@@ -51,8 +59,12 @@ MAX_HANDSHAKE = 4096
 class GatewayConfig:
     host: str = "127.0.0.1"
     port: int = 0
-    handshake_timeout: float = 5.0
+    handshake_timeout: float = 5.0  # TLS handshake, then the handshake line, each
     connect_timeout: float = 5.0
+    tls: ServerTLS | None = None
+    # how long an ended lease is remembered (its tokens refused): at least the registry's TTL,
+    # since a token signed at the lease's last heartbeat stays valid that long
+    revoked_for: float = 3600.0
 
 
 class _Client(End):
@@ -68,6 +80,8 @@ class _Client(End):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        # over TLS this runs after the TLS handshake: the peer certificate is known (verified)
+        self.session.identity = peer_identity(transport.get_extra_info("peercert"))
         self.session.gateway._opening.add(self.session)
         self.timer = asyncio.get_running_loop().call_later(
             self.session.gateway.config.handshake_timeout,
@@ -117,6 +131,7 @@ class Session:
         self.client = _Client(self)
         self.upstream: End | None = None
         self.claims: Claims | None = None
+        self.identity: str | None = None  # the client certificate's identity (mTLS only)
         self.pool: UpstreamPool | None = None
         self.admitting = False
         self.closed = False
@@ -149,7 +164,13 @@ class Session:
             if len(parts) != 4 or parts[0] != MAGIC:
                 raise TokenForged(f"bad handshake: expected '{MAGIC} <client> <device> <token>'")
             _, client_id, device_id, token = parts
+            if gw.mutual_tls and client_id != self.identity:
+                raise IdentityMismatch(
+                    f"handshake names client {client_id!r}, the certificate {self.identity!r}"
+                )
             self.claims = gw.signer.verify(token, device=device_id, client=client_id)
+            if gw.is_revoked(self.claims.lease):
+                raise TokenRevoked(f"lease {self.claims.lease} has ended")
             if device_id not in gw.table.devices:
                 raise UnknownDevice(f"unknown device {device_id!r}")
             pool = gw.table.pools.get(device_id)
@@ -237,6 +258,8 @@ class Gateway:
         self.config = config or GatewayConfig()
         self.shard_label = str(table.shard)
         self.sessions: dict[str, Session] = {}
+        self.mutual_tls = self.config.tls is not None and self.config.tls.mutual
+        self._revoked: OrderedDict[str, float] = OrderedDict()  # lease -> forget after (monotonic)
         self._opening: set[Session] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
@@ -252,17 +275,24 @@ class Gateway:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        tls = self.config.tls
         self._server = await loop.create_server(
-            lambda: Session(self).client, self.config.host, self.config.port, backlog=4096
+            lambda: Session(self).client,
+            self.config.host,
+            self.config.port,
+            backlog=4096,
+            ssl=tls.context() if tls is not None else None,
+            ssl_handshake_timeout=self.config.handshake_timeout if tls is not None else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info(
-            "gateway shard %d/%d listening on %s:%d (%d devices owned)",
+            "gateway shard %d/%d listening on %s:%d (%d devices owned, %s)",
             self.table.shard,
             self.table.n_shards,
             self.config.host,
             self.port,
             len(self.table.pools),
+            "mTLS" if self.mutual_tls else "TLS" if tls is not None else "plain TCP",
         )
 
     def sessions_of(self, lease: str) -> Iterator[Session]:
@@ -272,8 +302,22 @@ class Gateway:
             if s.claims is not None and s.claims.lease == lease
         )
 
+    def deny(self, leases: Iterable[str]) -> None:
+        """Refuse new connections with tokens of these (ended) leases for `revoked_for` s."""
+        now = time.monotonic()
+        while self._revoked and next(iter(self._revoked.values())) <= now:
+            self._revoked.popitem(last=False)
+        for lease in leases:
+            if lease not in self._revoked:
+                self._revoked[lease] = now + self.config.revoked_for
+
+    def is_revoked(self, lease: str) -> bool:
+        until = self._revoked.get(lease)
+        return until is not None and until > time.monotonic()
+
     def revoke(self, lease: str) -> int:
-        """Close every session of `lease` (its lease ended); returns how many were closed."""
+        """`lease` ended: refuse its tokens from now on and close its sessions (how many)."""
+        self.deny([lease])
         victims = list(self.sessions_of(lease))
         for s in victims:
             s.close("revoked")

@@ -5,25 +5,36 @@ stdlib server and `urllib` keep the SDK free of extra dependencies (the paper me
 multi-language SDK; any language with an HTTP client can speak this). Endpoints, all JSON:
 `POST /v1/lease {client, kind, n, labels, wait}` -> `{grants: [...]}`,
 `POST /v1/heartbeat|release|report {lease, client[, reason]}`, `POST /v1/replace {lease, client,
-reason, wait}` -> `{grant}`, `GET /v1/status`, `GET /v1/leases` (ids of live leases). Errors: HTTP 4xx with `{error: <code>, message}`
-where code is an `errors` class code, so the client raises the same typed exception.
+reason, wait}` -> `{grant}`, `GET /v1/status`, `GET /v1/leases` (`{leases, ended}`: ids of held and
+recently ended leases). Errors: HTTP 4xx with `{error: <code>, message}` where code is an `errors`
+class code, so the client raises the same typed exception.
+
+TLS (`tls`): the server can speak HTTPS; with client certificates required (mTLS) the `client` of
+every POST must be the certificate's identity (or be left out, and is then taken from it), so no
+client can lease, heartbeat, release or replace in another client's name. The TLS handshake runs
+in the request's thread with a timeout, so a silent client cannot stall the accept loop.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
+import ssl
+import sys
 import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from venus_core.daas.errors import DaasError, GatewayUnavailable, error_for
-from venus_core.daas.registry import Grant, LeaseRegistry
+from venus_core.daas.errors import DaasError, GatewayUnavailable, IdentityMismatch, error_for
+from venus_core.daas.registry import Grant, LeaseRegistry, LeaseSnapshot
+from venus_core.daas.tls import ClientTLS, ServerTLS, peer_identity
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1 << 16
+TLS_HANDSHAKE_TIMEOUT = 10.0
 
 
 def _str(body: dict[str, Any], key: str) -> str:
@@ -35,7 +46,28 @@ def _str(body: dict[str, Any], key: str) -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     registry: LeaseRegistry
+    mutual_tls: bool
     protocol_version = "HTTP/1.1"
+    identity: str | None = None
+
+    def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(TLS_HANDSHAKE_TIMEOUT)
+            self.request.do_handshake()  # ssl.SSLError / timeout: the request is dropped
+            self.identity = peer_identity(self.request.getpeercert())
+            self.request.settimeout(None)
+        super().setup()
+
+    def _client(self, b: dict[str, Any]) -> str:
+        """The request's client: its certificate's identity under mTLS, else what it says."""
+        if not self.mutual_tls:
+            return _str(b, "client")
+        said = b.get("client", self.identity)
+        if said != self.identity:
+            raise IdentityMismatch(
+                f"request names client {said!r}, the TLS certificate {self.identity!r}"
+            )
+        return str(self.identity)
 
     def log_message(self, fmt: str, *args: Any) -> None:
         log.debug("lease http: " + fmt, *args)
@@ -52,7 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/status":
             self._reply(200, self.registry.status())
         elif self.path == "/v1/leases":
-            self._reply(200, {"leases": sorted(self.registry.live_leases())})
+            snap = self.registry.leases()
+            self._reply(200, {"leases": sorted(snap.live), "ended": sorted(snap.ended)})
         else:
             self._reply(404, {"error": "not_found", "message": self.path})
 
@@ -77,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(labels, dict):
                 raise ValueError("field 'labels' must be an object")
             grants = r.lease(
-                _str(b, "client"),
+                self._client(b),
                 _str(b, "kind"),
                 int(b.get("n", 1)),
                 {str(k): str(v) for k, v in labels.items()},
@@ -85,17 +118,17 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return {"grants": [g.to_dict() for g in grants]}
         if self.path == "/v1/heartbeat":
-            return {"grant": r.heartbeat(_str(b, "lease"), _str(b, "client")).to_dict()}
+            return {"grant": r.heartbeat(_str(b, "lease"), self._client(b)).to_dict()}
         if self.path == "/v1/release":
-            r.release(_str(b, "lease"), _str(b, "client"))
+            r.release(_str(b, "lease"), self._client(b))
             return {}
         if self.path == "/v1/report":
-            r.report_failure(_str(b, "lease"), _str(b, "client"), str(b.get("reason", "")))
+            r.report_failure(_str(b, "lease"), self._client(b), str(b.get("reason", "")))
             return {}
         if self.path == "/v1/replace":
             g = r.replace(
                 _str(b, "lease"),
-                _str(b, "client"),
+                self._client(b),
                 str(b.get("reason", "")),
                 float(b.get("wait", 0)),
             )
@@ -103,14 +136,55 @@ class _Handler(BaseHTTPRequestHandler):
         raise ValueError("unknown endpoint")
 
 
-class LeaseHTTPServer:
-    """Serve a `LeaseRegistry` on host:port (0 = free port) from a background thread."""
+class _TLSServer(ThreadingHTTPServer):
+    """Accepts plain TCP, wraps each connection in TLS; the handshake happens in `_Handler.setup`
+    (in the request's thread), not in the accept loop."""
 
-    def __init__(self, registry: LeaseRegistry, host: str = "127.0.0.1", port: int = 0) -> None:
-        handler = type("Handler", (_Handler,), {"registry": registry})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+    daemon_threads = True
+    context: ssl.SSLContext
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, addr = super().get_request()
+        return self.context.wrap_socket(
+            sock, server_side=True, do_handshake_on_connect=False
+        ), addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ssl.SSLError, OSError)):  # a failed handshake: one line, no traceback
+            log.warning("lease http: TLS connection from %s refused: %s", client_address, exc)
+        else:
+            super().handle_error(request, client_address)
+
+
+class LeaseHTTPServer:
+    """Serve a `LeaseRegistry` on host:port (0 = free port) from a background thread; HTTPS (and
+    client certificates, if `tls.client_ca`) with `tls`."""
+
+    def __init__(
+        self,
+        registry: LeaseRegistry,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        tls: ServerTLS | None = None,
+    ) -> None:
+        mutual = tls is not None and tls.mutual
+        handler = type("Handler", (_Handler,), {"registry": registry, "mutual_tls": mutual})
+        if tls is None:
+            self.httpd = ThreadingHTTPServer((host, port), handler)
+        else:
+            self.httpd = _TLSServer((host, port), handler, bind_and_activate=False)
+            self.httpd.context = tls.context()
+            try:
+                self.httpd.server_bind()
+                self.httpd.server_activate()
+            except OSError:
+                self.httpd.server_close()
+                raise
         self.httpd.daemon_threads = True
-        self.url = f"http://{host}:{self.httpd.server_address[1]}"
+        scheme = "http" if tls is None else "https"
+        self.url = f"{scheme}://{host}:{self.httpd.server_address[1]}"
         self._thread: threading.Thread | None = None
 
     def start(self) -> Self:
@@ -135,11 +209,15 @@ class LeaseHTTPServer:
 
 
 class HttpRegistry:
-    """Client of `LeaseHTTPServer` with the same methods as `LeaseRegistry`."""
+    """Client of `LeaseHTTPServer` with the same methods as `LeaseRegistry`; an https:// URL
+    needs `tls` (the CA, and the client certificate where the server requires one)."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, *, tls: ClientTLS | None = None) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        if self.url.startswith("https://") and tls is None:
+            raise ValueError(f"lease registry {self.url}: an https URL needs client TLS settings")
+        self._context = tls.context() if tls is not None else None
 
     def _post(self, path: str, body: dict[str, Any], extra_timeout: float = 0.0) -> dict[str, Any]:
         req = urllib.request.Request(
@@ -149,7 +227,9 @@ class HttpRegistry:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout + extra_timeout) as resp:
+            with urllib.request.urlopen(
+                req, timeout=self.timeout + extra_timeout, context=self._context
+            ) as resp:
                 return dict(json.loads(resp.read()))
         except urllib.error.HTTPError as exc:
             try:
@@ -192,7 +272,9 @@ class HttpRegistry:
 
     def _get(self, path: str) -> dict[str, Any]:
         try:
-            with urllib.request.urlopen(self.url + path, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(
+                self.url + path, timeout=self.timeout, context=self._context
+            ) as resp:
                 return dict(json.loads(resp.read()))
         except OSError as exc:
             raise GatewayUnavailable(f"lease registry {self.url}: {exc}") from exc
@@ -200,5 +282,8 @@ class HttpRegistry:
     def status(self) -> dict[str, Any]:
         return self._get("/v1/status")
 
-    def live_leases(self) -> set[str]:
-        return {str(x) for x in self._get("/v1/leases")["leases"]}
+    def leases(self) -> LeaseSnapshot:
+        out = self._get("/v1/leases")
+        return LeaseSnapshot(
+            frozenset(str(x) for x in out["leases"]), frozenset(str(x) for x in out["ended"])
+        )

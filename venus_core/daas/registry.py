@@ -60,6 +60,14 @@ class Grant:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
+@dataclass(frozen=True)
+class LeaseSnapshot:
+    """The leases held now, and the recently ended ones (the last ENDED_MEMORY), by id."""
+
+    live: frozenset[str]
+    ended: frozenset[str]
+
+
 @dataclass
 class _Lease:
     id: str
@@ -321,10 +329,11 @@ class LeaseRegistry:
                 elif dev_id in self._quarantine:
                     self._quarantine[dev_id].recheck_at = time.monotonic() + self.recheck_after
 
-    def live_leases(self) -> set[str]:
-        """Ids of the leases held now (gateways in other processes poll this)."""
+    def leases(self) -> LeaseSnapshot:
+        """Held and recently ended lease ids (gateways in other processes poll this: they close
+        the sessions of leases no longer held and refuse the tokens of ended ones)."""
         with self._cond:
-            return set(self._leases)
+            return LeaseSnapshot(frozenset(self._leases), frozenset(self._ended))
 
     def status(self) -> dict[str, Any]:
         with self._cond:

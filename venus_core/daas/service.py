@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Self, TypeVar
 
 from venus_core.daas.gateway import Gateway
+from venus_core.daas.registry import LeaseSnapshot
 from venus_core.daas.metrics import serve_metrics
 
 log = logging.getLogger(__name__)
@@ -112,32 +113,42 @@ class GatewayThread:
 
 
 class RevocationPoller:
-    """Every `interval` s, close the gateway's sessions whose lease the registry no longer holds.
+    """Every `interval` s, close the gateway's sessions whose lease the registry no longer holds,
+    and refuse the tokens of the leases it lists as ended.
 
     For a gateway in another process than the lease registry (`venus gateway --registry-url`).
-    If the registry cannot be reached, open sessions are left alone (their devices are not handed
-    to anyone else while the registry is down) and the failure is logged.
+    A lease that both starts and ends between two polls is not in either list; its tokens stay
+    usable until the registry's ended list (its last ENDED_MEMORY leases) is next fetched, at most
+    one interval. If the registry cannot be reached, open sessions are left alone (their devices
+    are not handed to anyone else while the registry is down) and the failure is logged.
     """
 
     def __init__(
-        self, gateway: GatewayThread, fetch_live: Callable[[], set[str]], interval: float = 1.0
+        self,
+        gateway: GatewayThread,
+        fetch: Callable[[], LeaseSnapshot],
+        interval: float = 1.0,
     ) -> None:
         self.gateway = gateway
-        self.fetch_live = fetch_live
+        self.fetch = fetch
         self.interval = interval
+        self.polls = 0  # completed polls (tests wait on this rather than on time)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def poll_once(self) -> None:
         before = time.monotonic()
         try:
-            live = self.fetch_live()
+            snap = self.fetch()
         except Exception as exc:  # noqa: BLE001 - keep polling; sessions stay open meanwhile
             log.warning("revocation poll failed: %s", exc)
             return
         loop = self.gateway.loop
         if loop is not None and loop.is_running():
-            loop.call_soon_threadsafe(self.gateway.gateway.revoke_except, live, before)
+            gw = self.gateway.gateway
+            loop.call_soon_threadsafe(gw.deny, snap.ended)
+            loop.call_soon_threadsafe(gw.revoke_except, set(snap.live), before)
+        self.polls += 1
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self._run, name="revocation-poll", daemon=True)
