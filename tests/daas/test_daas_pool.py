@@ -80,7 +80,9 @@ def test_templates_come_from_the_manifests(tmp_path: Path) -> None:
     t = load_templates()
     assert (t["android"].port, t["web"].port) == (5555, 9223)
     pod = t["android"].pod("venus-android-p-1", NAMESPACE, {"x": "y"}, {"a": "b"})
-    assert pod["spec"]["containers"][0]["securityContext"]["privileged"] is True
+    emulator = pod["spec"]["containers"][0]
+    assert emulator["resources"]["limits"]["devices.kubevirt.io/kvm"] == "1"  # /dev/kvm, unprivileged
+    assert emulator["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "android-emulator-pool"
     assert pod["metadata"]["labels"]["x"] == "y" and pod["metadata"]["annotations"] == {"a": "b"}
     bad = tmp_path / "pool.yaml"

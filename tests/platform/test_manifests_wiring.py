@@ -91,6 +91,8 @@ def _secret_refs(docs: list[Doc]) -> set[tuple[str, str | None]]:
             if ref:
                 refs.add((ref["name"], ref["key"]))
         refs |= {(s["secretRef"]["name"], None) for s in c.get("envFrom", []) if "secretRef" in s}
+    for _, pod, _ in _all_containers(docs):  # mounted Secrets (the gateway's TLS files)
+        refs |= {(v["secret"]["secretName"], None) for v in pod.get("volumes", []) if "secret" in v}
     return refs
 
 
@@ -200,7 +202,7 @@ def test_rollout_servers_serve_what_online_rl_asks_for() -> None:
         assert volumes[claim]["persistentVolumeClaim"] == {"claimName": spec.platform.checkpoints_pvc, "readOnly": True}
         assert mounts[claim]["mountPath"] == str(CHECKPOINTS_MOUNT) and mounts[claim]["readOnly"] is True
         assert c["readinessProbe"]["httpGet"]["path"] == "/health"
-    policies = [d for d in docs if d["kind"] == "NetworkPolicy"
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy" and d["spec"]["podSelector"].get("matchLabels")
                 and all(d["spec"]["podSelector"]["matchLabels"].items() <= labels.items() for labels in served_pods)]
     assert len(policies) == 1
     [policy] = policies
@@ -265,7 +267,12 @@ app()
 @pytest.mark.timeout(60)
 def test_gateway_starts_with_the_manifest_flags_and_table(tmp_path: Path) -> None:
     """The gpu-cluster Deployment's own arguments and device table start a real gateway shard (ports
-    replaced by free ones, loopback); its lease registry answers /v1/status with every device."""
+    replaced by free ones, loopback, the TLS files of its Secret made by a test CA); its lease
+    registry answers /v1/status with every device over mutual TLS, and not without a client
+    certificate or over plain HTTP."""
+    import ssl
+
+    from tls_certs import make_pki
     docs = render(MANIFESTS / "overlays" / "gpu-cluster")
     cm = next(
         d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "device-gateway"
@@ -274,13 +281,22 @@ def test_gateway_starts_with_the_manifest_flags_and_table(tmp_path: Path) -> Non
     gateway = next(
         d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "device-gateway"
     )
-    command = gateway["spec"]["template"]["spec"]["containers"][0]["command"]
+    pod = gateway["spec"]["template"]["spec"]
+    command = pod["containers"][0]["command"]
+    tls_mount = next(m["mountPath"] for m in pod["containers"][0]["volumeMounts"] if m["name"] == "tls")
+    assert next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]["secretName"] == "venus-gateway-tls"
+    pki = make_pki(tmp_path / "pki")
+    files = {f"{tls_mount}/tls.crt": pki.server.cert, f"{tls_mount}/tls.key": pki.server.key,
+             f"{tls_mount}/ca.crt": pki.ca}
+    tls_flags = {k: v for k, v in (a.partition("=")[::2] for a in command) if k.startswith("--tls-")}
+    assert set(tls_flags) == {"--tls-cert", "--tls-key", "--tls-client-ca"} and set(tls_flags.values()) == set(files)
     local = {
         "--devices": str(tmp_path / "devices.yaml"),
         "--host": "127.0.0.1",
         "--port": "0",
         "--metrics-port": "0",
         "--registry-port": "0",
+        **{k: str(files[v]) for k, v in tls_flags.items()},
     }
     args = []
     for arg in command[2:]:
@@ -296,13 +312,20 @@ def test_gateway_starts_with_the_manifest_flags_and_table(tmp_path: Path) -> Non
     )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        found = re.search(r"registry (http://\S+)", line)
-        assert found, (
+        found = re.search(r"registry (https://\S+)", line)
+        assert found and "mTLS" in line, (
             f"gateway did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
         )
-        with urllib.request.urlopen(found.group(1) + "/v1/status", timeout=10) as resp:
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
+        ctx.load_cert_chain(pki.clients["worker-1"].cert, pki.clients["worker-1"].key)
+        with urllib.request.urlopen(found.group(1) + "/v1/status", timeout=10, context=ctx) as resp:
             status = yaml.safe_load(resp.read())
         assert status["devices"] == len(yaml.safe_load(cm["data"]["devices.yaml"])["devices"]) == 32
+        no_cert = ssl.create_default_context(cafile=str(pki.ca))
+        with pytest.raises(OSError):
+            urllib.request.urlopen(found.group(1) + "/v1/status", timeout=10, context=no_cert)
+        with pytest.raises(OSError):
+            urllib.request.urlopen(found.group(1).replace("https", "http") + "/v1/status", timeout=10)
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
