@@ -48,6 +48,7 @@ from typing import Any, ContextManager, TextIO
 from pipelines.gui_agent import build_pipeline
 from pipelines.progress import RunProgress, plan_stages, stage_of, tail_lines
 from venus_core.config import load_spec, spec_hash, spec_to_dict
+from venus_core.config.redact import redact
 from venus_core.config.stages import stage_display_name
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -334,11 +335,12 @@ class _ParentRun:
                                    "seconds": summary["seconds"], "spec_sha256": summary["spec_sha256"],
                                    "overrides": summary["overrides"]})
         except Exception as exc:  # noqa: BLE001 - the run's bookkeeping must not hide its result
-            print(f"warning: MLflow stage table of run {self.run_id} not stored: {str(exc)[:300]}", file=sys.stderr)
+            print(f"warning: MLflow stage table of run {self.run_id} not stored: {redact(str(exc))[:300]}",
+                  file=sys.stderr)
         self.client.set_terminated(self.run_id, status=status)
         exp = self.client.get_run(self.run_id).info.experiment_id
-        return {"tracking_uri": self.uri, "experiment": self.spec.platform.experiment, "experiment_id": exp,
-                "run_id": self.run_id, "ui": f"venus ui --tracking-uri {self.uri}",
+        return {"tracking_uri": redact(self.uri), "experiment": self.spec.platform.experiment, "experiment_id": exp,
+                "run_id": self.run_id, "ui": f"venus ui --tracking-uri {redact(self.uri)}",
                 "run_page": f"#/experiments/{exp}/runs/{self.run_id}"}
 
 

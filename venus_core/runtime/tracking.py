@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from venus_core.config import AgentSpec, spec_hash
+from venus_core.config.redact import redact
 from venus_core.config.stages import stage_display_name
 from venus_core.runtime.common import git_revision, write_json_atomic
 from venus_core.train.tracker import JsonlTracker
@@ -242,17 +243,19 @@ def job_tracking(job: str, spec: AgentSpec, out: Path, *, section: str | None = 
                         run_name=stage_display_name(job, (tags or {}).get("venus.domain")))
         ml = ctx.__enter__()
     except Exception as exc:  # noqa: BLE001 - no tracking store: keep the JSONL record, say why
-        msg = f"MLflow at {uri} unavailable ({type(exc).__name__}: {str(exc)[:300]}); metrics only in metrics.jsonl"
+        msg = redact(f"MLflow at {uri} unavailable ({type(exc).__name__}: {str(exc)[:300]}); metrics only in "
+                     "metrics.jsonl")
         print(f"[{job}] warning: {msg}", file=sys.stderr)
-        _record(out, {"tracking_uri": uri, "run_id": None, "error": msg})
+        _record(out, {"tracking_uri": redact(uri), "run_id": None, "error": msg})
         yield TeeTracker(jsonl)
         return
     tee = TeeTracker(jsonl, ml, parent_run_id=parent, tracking_uri=uri,
                      experiment_id=str(client.get_run(ml.run_id).info.experiment_id), job=job)
     tee.set_tags(run_tags)
-    _record(out, {"tracking_uri": uri, "run_id": ml.run_id, "parent_run_id": parent,
+    shown = redact(uri)  # a URI may carry user:password (records and logs never do)
+    _record(out, {"tracking_uri": shown, "run_id": ml.run_id, "parent_run_id": parent,
                   "experiment_id": tee.experiment_id, "job": job})
-    print(f"[{job}] MLflow run {ml.run_id} (parent {parent}) at {uri}", file=sys.stderr)
+    print(f"[{job}] MLflow run {ml.run_id} (parent {parent}) at {shown}", file=sys.stderr)
     failed: BaseException | None = None
     try:
         yield tee
@@ -267,7 +270,7 @@ def job_tracking(job: str, spec: AgentSpec, out: Path, *, section: str | None = 
         else:
             ctx.__exit__(type(failed), failed, failed.__traceback__)
         gap = ml.gap.to_dict() if ml.gap is not None else {}
-        _record(out, {"tracking_uri": uri, "run_id": ml.run_id, "parent_run_id": parent,
+        _record(out, {"tracking_uri": shown, "run_id": ml.run_id, "parent_run_id": parent,
                       "experiment_id": tee.experiment_id, "job": job,
                       "status": "FAILED" if failed is not None else "FINISHED", "gap": gap,
                       "skipped_artifacts": tee.skipped_artifacts})

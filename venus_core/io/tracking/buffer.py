@@ -35,6 +35,8 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
+from venus_core.config.redact import redact
+
 log = logging.getLogger(__name__)
 
 BATCH_METRICS = 1000  # MAX_METRICS_PER_BATCH
@@ -181,10 +183,10 @@ class BufferedRunWriter:
         with self._lock:
             self._failures += 1
             if not self._in_outage():
-                self.gap.outages.append(Outage(time.time(), error=str(exc)[:300]))
+                self.gap.outages.append(Outage(time.time(), error=redact(str(exc))[:300]))
                 self.gap.metrics_delayed += len(self._metrics) + self._spill_uncounted
                 self._spill_uncounted = 0
-                log.warning("MLflow unreachable for run %s, buffering: %s", self.run_id, str(exc)[:300])
+                log.warning("MLflow unreachable for run %s, buffering: %s", self.run_id, redact(str(exc))[:300])
 
     def _note_success(self) -> None:
         with self._lock:
@@ -268,7 +270,7 @@ class BufferedRunWriter:
             self._give_back(ms, pt)
             self._note_failure(exc)
             return
-        reason = str(exc)[:300]
+        reason = redact(str(exc))[:300]
         log.error("MLflow rejected a batch of run %s (kept in %s): %s", self.run_id, self.spill_path, reason)
         with self._lock:
             self._spill_locked(ms, rejected=reason)
@@ -317,7 +319,7 @@ class BufferedRunWriter:
             try:
                 self._send(chunk, [])
             except Exception as exc:
-                log.warning("replaying %s for run %s stopped: %s", self.spill_path, self.run_id, str(exc)[:300])
+                log.warning("replaying %s for run %s stopped: %s", self.spill_path, self.run_id, redact(str(exc))[:300])
                 break
             sent += len(chunk)
         self.gap.metrics_unsent += len(pending) - sent
@@ -352,7 +354,7 @@ class BufferedRunWriter:
                 self.client.get_run(self.run_id)
                 self._note_success()
             except Exception as exc:
-                log.warning("MLflow still unreachable at the end of run %s: %s", self.run_id, str(exc)[:200])
+                log.warning("MLflow still unreachable at the end of run %s: %s", self.run_id, redact(str(exc))[:200])
         if not self._in_outage():
             self._replay_spill()
         else:
@@ -380,7 +382,7 @@ class BufferedRunWriter:
                 g.reported_to_server = True
             except Exception as exc:
                 log.error("could not report the tracking gap of run %s to MLflow (%s); see %s.gap.json",
-                          self.run_id, str(exc)[:200], self.spill_path)
+                          self.run_id, redact(str(exc))[:200], self.spill_path)
             self.spill_path.parent.mkdir(parents=True, exist_ok=True)
             gap_file = self.spill_path.with_name(self.spill_path.name + ".gap.json")
             gap_file.write_text(json.dumps({**report, "reported_to_server": g.reported_to_server}, indent=2))

@@ -37,6 +37,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 
 from venus_core.config import AgentSpec, spec_hash, spec_to_dict
+from venus_core.config.redact import redact
 from venus_core.io.tracking.buffer import BufferedRunWriter, GapReport, is_transient
 
 PARENT_ENV = "VENUS_PARENT_RUN_ID"
@@ -63,7 +64,7 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, first_wait: 
             if not is_transient(exc) or i == attempts - 1:
                 raise
             wait = first_wait * 2 ** i
-            log.warning("%s: MLflow unreachable (%s); retrying in %.0f s", what, str(exc)[:200], wait)
+            log.warning("%s: MLflow unreachable (%s); retrying in %.0f s", what, redact(str(exc))[:200], wait)
             time.sleep(wait)
     raise AssertionError("unreachable")
 
@@ -203,7 +204,7 @@ class MlflowTracker:
             try:
                 self.client.set_terminated(self.run_id, status=status)
             except Exception as exc:  # the run stays RUNNING in MLflow; the gap file says why
-                log.error("could not mark MLflow run %s %s: %s", self.run_id, status, str(exc)[:200])
+                log.error("could not mark MLflow run %s %s: %s", self.run_id, status, redact(str(exc))[:200])
         return self.gap
 
 
