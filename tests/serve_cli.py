@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-import pytest
+from proc_lines import wait_for_line
 
 
 @contextlib.contextmanager
@@ -24,13 +24,8 @@ def venus_serve(args: Sequence[str], env: Mapping[str, str] | None = None) -> It
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env)
     try:
         assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("serving "):
-                break
-        else:
-            pytest.fail("venus serve exited: " + "".join(lines)[-2000:])
+        line = wait_for_line(proc.stdout, lambda s: s.startswith("serving "), timeout=300,
+                             what="venus serve")
         yield line.split(" at ", 1)[1].split()[0]
     finally:
         proc.terminate()

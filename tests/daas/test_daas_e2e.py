@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from daas_helpers import make_stack
+from proc_lines import wait_for_line
 
 from venus_core.daas import DevicePool, DeviceSpec, HttpRegistry
 from venus_core.daas.probes import probe_device
@@ -124,7 +125,7 @@ def test_gateway_command_process(echo_server, tmp_path: Path) -> None:  # type: 
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = wait_for_line(proc.stdout, lambda s: bool(s.strip()), timeout=60, what="venus gateway")
         assert line.startswith("gateway shard 0/1 on 127.0.0.1:"), line
         assert "uvloop" in line or "asyncio" in line
         url = line.split(" registry ")[1].strip()

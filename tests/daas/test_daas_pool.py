@@ -18,6 +18,7 @@ import pytest
 from daas_helpers import SECRET, tcp_server
 from devpool_helpers import NAMESPACE, POD_RESOURCE, Kubelet, pod_names, set_failed
 from kube_fake_api import FakeKubeAPI
+from proc_lines import wait_for_line
 
 from venus_core.daas import (
     DevicePool,
@@ -292,13 +293,9 @@ def test_cli_up_serve_runs_the_registry_until_sigterm(
          "--api-server", kube.url, "--pool", "srv", "--serve", "0", "--timeout", "30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        url = None
-        deadline = time.monotonic() + 60
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            assert line, f"exited early: {proc.wait()} {proc.stdout.read()}"
-            if line.startswith("# registry "):
-                url = line.split()[2].rstrip(",")
+        line = wait_for_line(proc.stderr, lambda s: s.startswith("# registry "), timeout=60,
+                             what="venus devices up --serve")
+        url = line.split()[2].rstrip(",")
         status = json.loads(urllib.request.urlopen(f"{url}/v1/status", timeout=10).read())
         assert status["devices"] == 2 and status["leased"] == 0
         grant = json.loads(urllib.request.urlopen(urllib.request.Request(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from proc_lines import wait_for_line
 from test_manifests import MANIFESTS, NAMESPACE, OVERLAYS, ROOT, Doc, _all_containers, _key, render
 
 
@@ -311,7 +312,8 @@ def test_gateway_starts_with_the_manifest_flags_and_table(tmp_path: Path) -> Non
         env=env,
     )
     try:
-        line = proc.stdout.readline() if proc.stdout else ""
+        assert proc.stdout is not None
+        line = wait_for_line(proc.stdout, lambda s: bool(s.strip()), timeout=45, what="venus gateway")
         found = re.search(r"registry (https://\S+)", line)
         assert found and "mTLS" in line, (
             f"gateway did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"

@@ -23,10 +23,15 @@ def test_batches_are_never_older_than_the_staleness_bound() -> None:
         worker = RolloutWorker(make, staleness).start()
         try:
             version, ages = 0, []
-            for _ in range(12):
+            for i in range(12):
                 got = worker.get(version)
                 ages.append(version - got.version)
-                time.sleep(0.02)  # the learner's update: the worker runs ahead meanwhile
+                # the learner's update: the worker runs ahead meanwhile (waited for, not slept on:
+                # on a loaded machine a fixed 20 ms may pass before the worker thread runs at all)
+                deadline = time.monotonic() + 10
+                while worker.produced < i + 2:
+                    assert time.monotonic() < deadline, "the worker did not run ahead"
+                    time.sleep(0.002)
                 version += 1
                 worker.publish(version)
         finally:
