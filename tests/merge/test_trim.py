@@ -61,9 +61,9 @@ def test_k_for_edges() -> None:
 
 
 def test_select_in_band_matches_a_sort() -> None:
-    """select_in_band (radix select in numba, first tied positions only) against a plain sort:
-    the k-th magnitude, the count above it, the ties and which of them are kept, with few
-    distinct values (bf16-like, many ties) and with continuous ones, candidates in several lists."""
+    """select_in_band (radix select in numba) against a plain sort: the k-th magnitude, the count
+    above it and the ties, with few distinct values (bf16-like, many ties) and with continuous
+    ones, candidates in several lists."""
     import numpy as np
 
     from venus_core.merge.trim import select_in_band
@@ -73,21 +73,37 @@ def test_select_in_band_matches_a_sort() -> None:
                    rng.random(20_000) * 1e-3,  # continuous
                    np.concatenate([rng.random(9_000), np.full(1_000, np.inf), np.zeros(100)])):
         vals = values.astype(np.float32)
-        pos = np.sort(rng.choice(10**7, vals.size, replace=False))
         splits = [0, 3, 5000, 5001, 12_345, vals.size]
         cands = [torch.from_numpy(vals[a:b].copy()) for a, b in zip(splits, splits[1:])]
-        where = [torch.from_numpy(pos[a:b].copy()) for a, b in zip(splits, splits[1:])]
         order = np.sort(vals)[::-1]
         for above, k in ((0, 1), (10, 4000), (7, 8000), (0, vals.size)):
-            t = select_in_band(k, above, cands, where, "index")
+            t = select_in_band(k, above, cands, "index")
             want = order[k - above - 1]
             assert t is not None and t.bits == int(np.array([want], np.float32).view(np.int32)[0])
             n_gt = int((vals > want).sum())
-            tied = pos[vals == want]
-            assert t.n_tied == tied.size and t.tie_quota == k - above - n_gt
-            if t.keeps_all_ties:
-                assert t.keep_at is None
-            else:
-                assert t.keep_at is not None and np.array_equal(t.keep_at.numpy(), tied[: t.tie_quota])
-        assert select_in_band(10, 11, cands, where, "index") is None  # the k-th is above the band
-        assert select_in_band(vals.size + 1, 0, cands, where, "index") is None  # below it
+            assert t.n_tied == int((vals == want).sum()) and t.tie_quota == k - above - n_gt
+            assert t.cut is None  # which ties are kept is counted while streaming (apply_thresholds)
+        assert select_in_band(10, 11, cands, "index") is None  # the k-th is above the band
+        assert select_in_band(vals.size + 1, 0, cands, "index") is None  # below it
+
+
+def test_a_cut_keeps_the_ties_before_it_in_every_chunking() -> None:
+    """exact_thresholds records which ties "index" keeps as a cut (one flat position);
+    apply_thresholds with chunk offsets then keeps exactly the ties before it, whatever the
+    chunking, and the same entries as the stable sort (lowest indices first)."""
+    from venus_core.merge.trim import exact_thresholds
+
+    g = torch.Generator().manual_seed(4)
+    taus = torch.randint(-6, 7, (3, 2000), generator=g).float() / 64  # 13 values: ties everywhere
+    for k in (1, 150, 999, 1500):
+        ths = exact_thresholds(taus, [k] * 3, "index")
+        assert all(t.keeps_all_ties or t.cut is not None for t in ths)
+        ref = torch.stack([_reference_mask(r, k) for r in taus])
+        for chunk in (2000, 333, 64):
+            got = []
+            for s in range(0, 2000, chunk):
+                c = taus[:, s:s + chunk].clone()
+                apply_thresholds(c, ths, s)
+                got.append(c != 0)
+            nz = taus != 0
+            assert torch.equal(torch.cat(got, 1) & nz, ref & nz), (k, chunk)

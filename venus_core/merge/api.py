@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from venus_core.config.registry import MERGE_METHODS
 from venus_core.merge import methods as _methods  # noqa: F401 - registers the built-in methods
-from venus_core.merge.engine import PLAN_AHEAD, Backend, Engine, FusedLaunch
+from venus_core.merge.engine import PLAN_AHEAD, Backend, Engine, FusedLaunch, TensorPlan
 from venus_core.merge.io import REPORT_NAME, CheckpointReader, ShardedWriter, copy_non_weight_files, write_manifest
 from venus_core.merge.keys import EMBED_KEY, LM_HEAD_KEY, PARTS, Part
 from venus_core.merge.methods import CombineOptions, Election, MergeMethod, ZeroSign
@@ -226,7 +226,7 @@ def _write_tensors(engine: Engine, cfg: MergeConfig, jobs: list[TensorJob], writ
     """Merge or copy every tensor, in plan order, into `writer`; the per-tensor statistics."""
     stats: list[TensorStats] = []
 
-    def prepare(i: int) -> "Future[list[Threshold]] | None":
+    def prepare(i: int) -> "Future[TensorPlan] | None":
         if i >= len(jobs) or not jobs[i].is_float or policy[jobs[i].part].copy_base:
             return None
         return engine.prepare(jobs[i], density[jobs[i].part], shared.get(jobs[i].part))

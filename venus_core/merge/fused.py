@@ -8,8 +8,9 @@ once, element by element, with the task vectors of that element in registers, an
 GIL, so blocks run on several worker threads (which also write them: io.ShardedWriter.put).
 
 Semantics are the torch path's, bit for bit (tests compare the two outputs byte for byte):
-- tau_i = x_i - b in fp32; trim: tau is zeroed where |tau| <= lam_i (torch.hardshrink), except at
-  the listed positions of tied entries that the threshold keeps (`keep_pos`, ascending);
+- tau_i = x_i - b in fp32; trim: tau is zeroed where |tau| <= lam_i (torch.hardshrink), where
+  lam_i is just below the threshold before the model's cut (a flat position: the tied entries
+  kept are those before it) and the threshold itself from the cut on;
 - sums over models are taken in ascending order of the summands (methods.ordered_sum), the
   disjoint-mean denominator of unit weights in model order (exact small integers);
 - the merged delta of TIES is num / max(den, floor) + 0.0, times lambda when lambda != 1; linear
@@ -18,10 +19,14 @@ Every constant is fp32 (an fp64 literal would promote the arithmetic). The stati
 torch path's too, accumulated in fp64 per element (the torch path sums fp32 block products), so
 report figures may differ from it in the 6th-7th digit; weights never do.
 
-Supported: the three registered methods with M >= 1 models, any fp32 block (callers convert
-bf16/fp16 inputs to fp32 first), per-tensor thresholds whose ties are either all kept or kept at
-known positions. A threshold that must count ties as it streams (global trimming, the radix
-fallback) is stateful across blocks and stays on the torch path.
+Supported: the three registered methods with M >= 1 models, fp32 blocks or bf16 as raw bits
+(widened chunk by chunk: chunk_f32), per-tensor thresholds (ties all kept, or kept up to a cut).
+A threshold that must count ties as it streams (global trimming) is stateful across blocks and
+stays on the torch path.
+
+The threshold pass's kernels are here too: `scan_block` (count above a band, count the band's
+heavily tied values, collect the rest), `magnitude_histogram` (radix fallback), `nth_equal`
+(where a cut falls) and `rank_select` (the exact value among the collected candidates).
 """
 
 from __future__ import annotations
@@ -98,32 +103,41 @@ for _i in range(64):
 _DEBRUIJN_I64 = np.int64(_DEBRUIJN)  # < 2**63: the same bits as a signed constant
 
 
+HEAVY = 4  # magnitudes per model that the scan counts instead of collecting (heavily tied values)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def scan_block(b, xs, lo, hi, live, above, cand_mask, cand_val, cand_at, held, offset):  # pragma: no cover
+def scan_block(b, xs, lo, hi, live, heavy, above, heavy_n, cand_mask, cand_val, held):  # pragma: no cover
     """Bounded threshold pass over one block (trim.py's `_bounded_pass`, fused).
 
-    For each live model i: above[i] = #(|x_i - b| > hi[i]); the entries with
-    lo[i] < |x_i - b| <= hi[i] go to cand_val[i, :held[i]] with their flat positions (offset + j)
-    in cand_at, in flat order. Per SCAN_SUB sub-block, a branch-free loop the compiler vectorises
-    counts the entries above the band and packs "in the band" into one 64-bit mask per 64 entries
-    (int64 scratch row cand_mask[i], >= SCAN_SUB / 64 long); the set bits (a few % of entries)
-    are then visited lowest first, their index found with a de Bruijn multiplication. Sub-blocks
-    keep the masks and the gather's re-reads in cache, and the base's sub-block is read from cache
-    for every model after the first. Measured against the previous branch-free compaction (every
-    position stored, a cursor advanced for band entries): 1.0 vs 1.7-2.0 ns per parameter and model.
+    For each live model i: above[i] = #(|x_i - b| > hi[i]); heavy_n[i, h] = #(|x_i - b| == heavy[i, h])
+    (HEAVY values per model, NaN where unused: equal to nothing); the other entries with
+    lo[i] < |x_i - b| <= hi[i] go to cand_val[i, :held[i]], in flat order. Heavy values are the
+    band's heavily tied magnitudes (bf16 task vectors tie by the million at a few values): counted,
+    they cost no memory, where collecting them made the band overflow. Per SCAN_SUB sub-block, a
+    branch-free loop the compiler vectorises counts and packs "collect" into one 64-bit mask per 64
+    entries (int64 scratch row cand_mask[i], >= SCAN_SUB / 64 long); the set bits (a few % of
+    entries) are then visited lowest first, their index found with a de Bruijn multiplication.
+    Sub-blocks keep the masks and the gather's re-reads in cache, and the base's sub-block is read
+    from cache for every model after the first.
     """
     n = b.shape[0]
     m = len(xs)
     bit_index = _BIT_INDEX
     sb = np.empty(SCAN_SUB, np.float32)  # widened bf16 sub-blocks (chunk_f32); unused for fp32
     sx = np.empty(SCAN_SUB, np.float32)
+    # a sub-block's last partial word, padded with NaN (|NaN - 0| is counted nowhere, collected never)
+    pad_x = np.empty(64, np.float32)
+    pad_b = np.zeros(64, np.float32)
     for i in range(m):
         above[i] = 0
         held[i] = 0
+        for h in range(HEAVY):
+            heavy_n[i, h] = 0
     for c0 in range(0, n, SCAN_SUB):
         c1 = min(n, c0 + SCAN_SUB)
         size = c1 - c0
-        words = size // 64
+        words = (size + 63) // 64
         bs = chunk_f32(b, c0, c1, sb)  # indices from 0 (provably non-negative: no wrap checks)
         for i in range(m):
             if not live[i]:
@@ -131,38 +145,114 @@ def scan_block(b, xs, lo, hi, live, above, cand_mask, cand_val, cand_at, held, o
             x = chunk_f32(xs[i], c0, c1, sx)
             lo_i = lo[i]
             hi_i = hi[i]
+            h0 = heavy[i, 0]
+            h1 = heavy[i, 1]
+            h2 = heavy[i, 2]
+            h3 = heavy[i, 3]
             masks = cand_mask[i]
             a = 0
+            e0 = 0
+            e1 = 0
+            e2 = 0
+            e3 = 0
             for w in range(words):
-                xw = x[w * 64: w * 64 + 64]
-                bw = bs[w * 64: w * 64 + 64]
+                if w * 64 + 64 <= size:
+                    xw = x[w * 64: w * 64 + 64]
+                    bw = bs[w * 64: w * 64 + 64]
+                else:
+                    pad_x[:] = np.nan
+                    for k in range(size - w * 64):
+                        pad_x[k] = x[w * 64 + k]
+                        pad_b[k] = bs[w * 64 + k]
+                    xw = pad_x
+                    bw = pad_b
                 mask = np.uint64(0)
                 for k in range(64):
                     t = abs(xw[k] - bw[k])
                     a += t > hi_i
-                    mask |= np.uint64((t > lo_i) & (t <= hi_i)) << np.uint64(k)
+                    q0 = t == h0
+                    q1 = t == h1
+                    q2 = t == h2
+                    q3 = t == h3
+                    e0 += q0
+                    e1 += q1
+                    e2 += q2
+                    e3 += q3
+                    keep = (t > lo_i) & (t <= hi_i) & ~(q0 | q1 | q2 | q3)
+                    mask |= np.uint64(keep) << np.uint64(k)
                 masks[w] = np.int64(mask)
             h = held[i]
             vals = cand_val[i]
-            at = cand_at[i]
             for w in range(words):
                 bits = masks[w]
                 while bits:
                     low = bits & -bits
                     j = w * 64 + bit_index[((low * _DEBRUIJN_I64) >> 58) & 63]
                     vals[h] = abs(x[j] - bs[j])
-                    at[h] = offset + c0 + j
                     h += 1
                     bits ^= low
-            for j in range(words * 64, size):  # the sub-block's last < 64 entries
-                t = abs(x[j] - bs[j])
-                a += t > hi_i
-                if (t > lo_i) & (t <= hi_i):
-                    vals[h] = t
-                    at[h] = offset + c0 + j
-                    h += 1
             above[i] += a
+            heavy_n[i, 0] += e0
+            heavy_n[i, 1] += e1
+            heavy_n[i, 2] += e2
+            heavy_n[i, 3] += e3
             held[i] = h
+
+
+@njit(cache=True, nogil=True)
+def magnitude_histogram(b, xs, live, prefix, hist):  # pragma: no cover - jitted
+    """Radix histograms of |x_i - b| as fp32 bits, for the exact fallback of the threshold pass:
+    with prefix[i] < 0, hist[i] counts the high 16 bits of every entry; else it counts the low
+    16 bits of the entries whose high 16 bits equal prefix[i]. hist: [M, 65536] int64, added to."""
+    n = b.shape[0]
+    m = len(xs)
+    sb = np.empty(CHUNK, np.float32)
+    sx = np.empty(CHUNK, np.float32)
+    mags = np.empty(CHUNK, np.float32)
+    bits = mags.view(np.int32)
+    for c0 in range(0, n, CHUNK):
+        c1 = min(n, c0 + CHUNK)
+        bs = chunk_f32(b, c0, c1, sb)
+        for i in range(m):
+            if not live[i]:
+                continue
+            x = chunk_f32(xs[i], c0, c1, sx)
+            for j in range(c1 - c0):
+                mags[j] = abs(x[j] - bs[j])
+            row = hist[i]
+            p = prefix[i]
+            if p < 0:
+                for j in range(c1 - c0):
+                    row[bits[j] >> 16] += 1
+            else:
+                for j in range(c1 - c0):
+                    u = bits[j]
+                    if (u >> 16) == p:
+                        row[u & 0xFFFF] += 1
+
+
+@njit(cache=True, nogil=True)
+def nth_equal(b, x, value, r):  # pragma: no cover - jitted
+    """Index of the r-th (1-based) entry j with |x[j] - b[j]| == value, or -1 if there are fewer."""
+    n = b.shape[0]
+    sb = np.empty(CHUNK, np.float32)
+    sx = np.empty(CHUNK, np.float32)
+    seen = 0
+    for c0 in range(0, n, CHUNK):
+        c1 = min(n, c0 + CHUNK)
+        bs = chunk_f32(b, c0, c1, sb)
+        xc = chunk_f32(x, c0, c1, sx)
+        cnt = 0
+        for j in range(c1 - c0):
+            cnt += abs(xc[j] - bs[j]) == value
+        if seen + cnt >= r:
+            for j in range(c1 - c0):
+                if abs(xc[j] - bs[j]) == value:
+                    seen += 1
+                    if seen == r:
+                        return c0 + j
+        seen += cnt
+    return -1
 
 
 CHUNK = 1024  # elements per model held in the kernel's scratch rows (stay in L1/L2)
@@ -229,9 +319,13 @@ def _sorted_row_sum(rows, spare, m, n, acc):  # pragma: no cover - jitted
 
 
 @njit(cache=True, nogil=True)
-def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive, unit, lambda_, floor,
+def merge_block(b, xs, lam_tie, lam_cut, cut, w, method, election, zero_positive, unit, lambda_, floor,
                 out, gram, ints, floats):  # pragma: no cover - jitted
     """Merge one block: trim, combine, out = b + delta (fp32), and the block's statistics.
+
+    Trim of model i: entries j < cut[i] keep |tau| > lam_tie[i], the others |tau| > lam_cut[i]
+    (a threshold whose tied entries are kept up to a flat position: lam_tie is just below the
+    threshold, lam_cut the threshold itself; equal when no cut falls in the block).
 
     ints: kept[M], conflicts, touched, non-finite tau flag, non-finite out flag, all-zero flag.
     floats: sum of delta^2, max |delta|. gram: sum of tau_i * tau_k (untrimmed), k <= i.
@@ -258,7 +352,7 @@ def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive
     anypos = np.empty(CHUNK, np.int32)
     anyneg = np.empty(CHUNK, np.int32)
     kept = np.zeros(m, np.int64)
-    cur = np.zeros(m, np.int64)
+    lam = np.empty(m, np.float32)
     conflicts = 0
     touched = 0
     bad_tau = 0
@@ -267,8 +361,13 @@ def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive
     dsq = 0.0
     dmax = 0
     weighted = not unit
-    for c0 in range(0, n, CHUNK):
+    c0 = 0
+    while c0 < n:  # chunks of at most CHUNK columns, split at every model's cut
         c1 = min(n, c0 + CHUNK)
+        for i in range(m):
+            if c0 < cut[i] < c1:
+                c1 = cut[i]
+            lam[i] = lam_tie[i] if c0 < cut[i] else lam_cut[i]
         ln = c1 - c0
         bb = b[c0:c1]
         for i in range(m):
@@ -296,12 +395,6 @@ def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive
             for j in range(ln):
                 v = ri[j]
                 ti[j] = v if abs(v) > li else zero
-            c = cur[i]
-            while c < keep_n[i] and keep_pos[i, c] < c1:  # tied entries the threshold keeps
-                j = keep_pos[i, c] - c0
-                ti[j] = ri[j]
-                c += 1
-            cur[i] = c
             cnt = 0
             for j in range(ln):
                 v = ti[j]
@@ -386,6 +479,7 @@ def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive
         bad_out += _nan_if_non_finite(oo, ln)
         dsq += np.float64(_dot(dd, dd, ln))
         dmax = max(dmax, _max_abs_bits(dd[:ln].view(np.int32)))
+        c0 = c1
     for i in range(m):
         ints[i] += kept[i]
     ints[m] += conflicts
@@ -430,21 +524,6 @@ def rank_select(vals, r):  # pragma: no cover - jitted
         lo += 1
     n_gt += high[hi] - below - low[lo]
     return (hi << 16) | lo, n_gt, low[lo]
-
-
-@njit(cache=True, nogil=True)
-def first_equal(vals, at, value_bits, out, start):  # pragma: no cover - jitted
-    """Append to out[start:] the positions at[j] of entries whose bits equal value_bits, in
-    order, until out is full; returns the new fill."""
-    bits = vals.view(np.int32)
-    h = start
-    for j in range(bits.shape[0]):
-        if bits[j] == value_bits:
-            if h == out.shape[0]:
-                break
-            out[h] = at[j]
-            h += 1
-    return h
 
 
 @njit(cache=True, nogil=True)

@@ -13,11 +13,12 @@ operations in the same order - the ordered sums use the same odd-even transposit
 on local variables - and no fast-math flag on the loop that computes outputs. Statistics (Gram
 matrix, sum of squared deltas, checks) need float reductions, which only vectorise when they may
 be reassociated, so they run in separate small kernels with `fastmath={"reassoc"}`, chunk by
-chunk, accumulated in fp64 as fused.merge_block does. Tied entries the threshold keeps by
-position (known sparse positions; common in bf16, whose magnitudes tie often) are dropped by the
-vectorised loop and then recomputed one by one with the same per-parameter code, scalar (before
-commit 28a4950, 2026-11-30, their whole 1,024-entry chunk went to fused.merge_block: 2.2 vs 1.2
-CPU-s of kernel in the 1 GB benchmark converted to bf16).
+chunk, accumulated in fp64 as fused.merge_block does. Tied entries at the threshold are kept up
+to a flat position per model (the cut: trim.Threshold): chunks are split at the cuts, and each
+piece runs the same vectorised loop with the trim value of its side of the cut. Until
+2026-12-02 the kept tied entries were listed by position and patched in one by one, scalar; on
+bf16 fine-tunes whose small updates tie by the million at the threshold those lists held
+millions of positions per tensor (scanned per block) and sent whole tensors to the torch path.
 
 Caching: numba caches compiled code only for functions defined in a file, so `kernel(m)` writes
 the source once to `<cache>/venus_merge_m<M>_<digest>.py` (digest of the source and of fused.py,
@@ -141,48 +142,16 @@ def source(m: int) -> str:
     def loop(body: list[str]) -> list[str]:  # bc, xc0, ...: the chunk, fp32 (chunk_f32), from 0
         return ["            for j in range(c1 - c0):", *taus("                "), *trim, *body, *emit]
 
-    def deeper(lines: list[str]) -> list[str]:
-        return ["    " + line for line in lines]
-
-    # A chunk holding tied entries that the threshold keeps by position: the loop above dropped
-    # them (|r| == l is not > l); the same per-parameter code, scalar, recomputes just those
-    # parameters with them kept (same operations in the same order: the same bytes as the generic
-    # kernel), and the counts the statistics kernel made without them are corrected.
-    fix = [
-        "        if special:",
-        *[f"            cp{i} = 0" for i in rng],  # a cursor per model into kp[i, :kn[i]]
-        "            while True:",
-        "                j = nc",
-        *[f"                j = kp[{i}, cp{i}] if cp{i} < kn[{i}] and kp[{i}, cp{i}] < j else j" for i in rng],
-        "                if j == nc:",
-        "                    break",
-        *[f"                kk{i} = cp{i} < kn[{i}] and kp[{i}, cp{i}] == j" for i in rng],
-        *[f"                cp{i} += 1 if kk{i} else 0" for i in rng],
-        *taus("                "),
-        "                hp = " + " + ".join(f"(ONE if r{i} > lz{i} else ZERO)" for i in rng),
-        "                hn = " + " + ".join(f"(ONE if r{i} < -lz{i} else ZERO)" for i in rng),
-        *[f"                t{i} = r{i} if abs(r{i}) > l{i} or kk{i} else ZERO" for i in rng],
-        *[f"                k{i} += 1 if kk{i} else 0" for i in rng],
-        "                hp2 = " + " + ".join(f"(ONE if t{i} > ZERO else ZERO)" for i in rng),
-        "                hn2 = " + " + ".join(f"(ONE if t{i} < ZERO else ZERO)" for i in rng),
-        "                touched += (1 if hp2 + hn2 > ZERO else 0) - (1 if hp + hn > ZERO else 0)",
-        "                conflicts += (1 if min(hp2, hn2) > ZERO else 0) - (1 if min(hp, hn) > ZERO else 0)",
-        "                if method == 0:",
-        *deeper(ties_body),
-        "                else:",
-        *deeper(sum_body),
-        "                dd[j] = d",
-    ]
-
     main = [
         "@njit(cache=True, nogil=True, error_model='numpy')",  # no ZeroDivisionError branch in the loop
-        "def merge_block(b, xs, lam, keep_pos, keep_n, w, method, election, zero_positive, unit, lambda_, floor,",
+        "def merge_block(b, xs, lam_tie, lam_cut, cut, w, method, election, zero_positive, unit, lambda_, floor,",
         "                out, gram, ints, floats):",
         f'    """fused.merge_block for exactly {m} model(s); same arguments, same bytes."""',
         "    n = b.shape[0]",
         *[f"    x{i} = xs[{i}]" for i in rng],
-        *[f"    l{i} = lam[{i}]" for i in rng],
-        *[f"    lz{i} = max(l{i}, ZERO)" for i in rng],
+        *[f"    lt{i} = lam_tie[{i}]" for i in rng],
+        *[f"    lc{i} = lam_cut[{i}]" for i in rng],
+        *[f"    cut{i} = cut[{i}]" for i in rng],
         *[f"    w{i} = w[{i}]" for i in rng],
         *[f"    ew{i} = w{i} if election == 1 and not unit else ONE" for i in rng],
         *[f"    pw{i} = w{i} if not unit else ONE" for i in rng],  # disjoint-mean weight
@@ -190,34 +159,20 @@ def source(m: int) -> str:
         "    zp = zero_positive",
         "    lam_eff = lambda_ if lambda_ != ONE and method != 1 else ONE",
         "    dd = np.empty(CHUNK, np.float32)",
-        f"    cur = np.zeros({m}, np.int64)",
-        # a chunk's kept tied positions (patched in by `fix`); only [:kn[i]] is read. Sized for one
-        # chunk, not the block's whole list: zeroing that per chunk was 5 % of a bf16 merge
-        f"    kp = np.zeros(({m}, max(1, min(keep_pos.shape[1], CHUNK))), np.int64)",
-        f"    kn = np.zeros({m}, np.int64)",
         "    " + " = ".join(f"k{i}" for i in rng) + " = 0",
         "    conflicts = touched = bad_tau = bad_out = any_nz = dmax_bits = 0",
         "    dsq = 0.0",
         "    sb = np.empty(CHUNK, np.float32)",  # widened bf16 chunks (chunk_f32); unused for fp32
         *[f"    sx{i} = np.empty(CHUNK, np.float32)" for i in rng],
-        "    for c0 in range(0, n, CHUNK):",
+        "    c0 = 0",
+        "    while c0 < n:  # chunks of at most CHUNK columns, split at every model's cut",
         "        c1 = min(n, c0 + CHUNK)",
+        *[f"        c1 = cut{i} if c0 < cut{i} < c1 else c1" for i in rng],
+        *[f"        l{i} = lt{i} if c0 < cut{i} else lc{i}" for i in rng],
+        *[f"        lz{i} = max(l{i}, ZERO)" for i in rng],
         "        nc = c1 - c0",
         "        bc = chunk_f32(b, c0, c1, sb)",
         *[f"        xc{i} = chunk_f32(x{i}, c0, c1, sx{i})" for i in rng],
-        "        special = False",
-        f"        for i in range({m}):",
-        "            if cur[i] < keep_n[i] and keep_pos[i, cur[i]] < c1:",
-        "                special = True",
-        "        if special:  # tied entries kept by position: listed here, patched in after the loop",
-        "            kn[:] = 0",
-        f"            for i in range({m}):",
-        "                c = cur[i]",
-        "                while c < keep_n[i] and keep_pos[i, c] < c1:",
-        "                    kp[i, kn[i]] = keep_pos[i, c] - c0",
-        "                    kn[i] += 1",
-        "                    c += 1",
-        "                cur[i] = c",
         f"        g = _stats(bc, {xcs}, {lzs}, 0, nc)",
         *[f"        gram[{i}, {k}] += np.float64(g[{n}])" for n, (i, k) in enumerate(pairs)],
         f"        chk = g[{len(pairs)}]",
@@ -232,12 +187,12 @@ def source(m: int) -> str:
         *loop(ties_body),
         "        else:",
         *loop(sum_body),
-        *fix,
         "        dq, ok, mx = _tail(bc, dd, out[c0:c1], 0, nc)  # out = b + delta, and the chunk statistics",
         "        dsq += np.float64(dq)",
         "        if ok != ZERO:",
         "            bad_out = 1",
         "        dmax_bits = mx if mx > dmax_bits else dmax_bits",
+        "        c0 = c1",
         *[f"    ints[{i}] += k{i}" for i in rng],
         f"    ints[{m}] += conflicts",
         f"    ints[{m + 1}] += touched",

@@ -21,10 +21,15 @@ Ties at the threshold: policy "index" keeps exactly k entries, the tied ones in 
 order (chunks arrive in that order), so the result never depends on a sort's internals; policy
 "keep" keeps every tied entry (the TIES reference code's `>=`), and the achieved density is
 reported either way. k = max(1, floor(density * n)) for density in (0, 1) (mergekit's rule).
+Which tied entries "index" keeps is stored as a *cut*, one flat position: the tied entries before
+it are kept, those from it on are dropped. bf16 fine-tunes tie by the million at the threshold
+(their small updates are one or two units in the last place): a cut costs nothing there, where
+the list of kept positions it replaced held millions of entries per tensor.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -57,7 +62,7 @@ class Threshold:
     bits: int
     tie_quota: int  # -1: keep all tied entries
     n_tied: int = -1  # entries equal to the threshold in all the data (-1: unknown)
-    keep_at: torch.Tensor | None = None  # flat positions of the tied entries kept, when known
+    cut: int | None = None  # per tensor, when known: the tied entries kept are those before this flat position
     _ties_seen: int = field(default=0, repr=False)
 
     @property
@@ -68,11 +73,26 @@ class Threshold:
     def keep_all() -> "Threshold":
         return Threshold(KEEP_ALL, 0)
 
+    def lams(self) -> tuple[float, float]:
+        """(lam before the cut, lam from the cut on): entries with |tau| > lam are kept.
 
-def kth_smallest(x: torch.Tensor, r: int) -> float | int:
-    """The r-th smallest (1-based) entry of a 1-D tensor (torch.kthvalue's value; numpy's
+        Equal when the cut does not matter (all ties kept, none tied, zeros); -inf keeps all."""
+        if self.bits == KEEP_ALL:
+            return -math.inf, -math.inf
+        if self.bits >= KEEP_NONE:
+            return math.inf, math.inf
+        if self.bits == 0:  # tied zeros need no quota: keeping them changes nothing
+            return 0.0, 0.0
+        below = _as_float(self.bits - 1)
+        if self.keeps_all_ties:
+            return below, below
+        return below, _as_float(self.bits)
+
+
+def kth_smallest(x: torch.Tensor | np.ndarray, r: int) -> float | int:
+    """The r-th smallest (1-based) entry of a 1-D tensor or array (torch.kthvalue's value; numpy's
     introselect is ~10x faster on CPU)."""
-    a = x.contiguous().numpy()
+    a = x.contiguous().numpy() if isinstance(x, torch.Tensor) else x
     return np.partition(a, r - 1)[r - 1].item()
 
 
@@ -98,7 +118,7 @@ def _threshold(bits_t: int, n_above: int, k: int, ties: TiePolicy, n_tied: int,
     """`tied_at`: ascending flat positions of every entry equal to the threshold (if known)."""
     t = Threshold(bits_t, k - n_above if ties == "index" else -1, n_tied)
     if tied_at is not None and not t.keeps_all_ties:
-        t.keep_at = tied_at[: t.tie_quota]
+        t.cut = int(tied_at[t.tie_quota - 1]) + 1 if t.tie_quota > 0 else 0
     return t
 
 
@@ -123,9 +143,9 @@ def exact_thresholds(taus: torch.Tensor, ks: list[int], ties: TiePolicy) -> list
     return [t for t in out if t is not None]
 
 
-def _sample_bounds(sample: torch.Tensor, p: float) -> tuple[int, int]:
+def _sample_bounds(sample: torch.Tensor | np.ndarray, p: float) -> tuple[int, int]:
     """(lo, hi) magnitude bits likely to bracket the top-p quantile; generous for correlated samples."""
-    s = sample.numel()
+    s = sample.shape[0]
     r = p * s
     margin = 4.0 * (s * p * (1.0 - p)) ** 0.5 + 0.01 * s + 16
     r_hi, r_lo = int(r - margin), int(r + margin) + 1  # descending ranks (1 = largest)
@@ -193,9 +213,7 @@ def _bounded_pass(chunks: Callable[[], Iterable[torch.Tensor]], ks: list[int], n
     cap = max(1 << 16, n // 16)
     above = dict.fromkeys(todo, 0)
     cands: dict[int, list[torch.Tensor]] = {i: [] for i in todo}
-    where: dict[int, list[torch.Tensor]] = {i: [] for i in todo}
     held = dict.fromkeys(todo, 0)
-    offset = 0
     for c in chunks():
         mags = c.abs()
         for i in live:
@@ -206,14 +224,12 @@ def _bounded_pass(chunks: Callable[[], Iterable[torch.Tensor]], ks: list[int], n
             idx = torch.nonzero(within).view(-1)
             held[i] += idx.numel()
             cands[i].append(within[idx])
-            where[i].append(idx + offset)
-        offset += c.shape[1]
         for i in [i for i in live if held[i] > cap]:
             live.remove(i)
-            cands[i], where[i] = [], []
+            cands[i] = []
     left = []
     for i in todo:
-        t = select_in_band(ks[i], above[i], cands[i], where[i], ties) if i in live else None
+        t = select_in_band(ks[i], above[i], cands[i], ties) if i in live else None
         if t is None:
             left.append(i)
         else:
@@ -235,27 +251,18 @@ def band_bounds(sample: torch.Tensor, ks: list[int], n: int, todo: list[int]) ->
     return out
 
 
-def select_in_band(k: int, above: int, cands: list[torch.Tensor], where: list[torch.Tensor],
-                   ties: TiePolicy) -> Threshold | None:
+def select_in_band(k: int, above: int, cands: list[torch.Tensor], ties: TiePolicy) -> Threshold | None:
     """The exact threshold from the entries above the band (`above`) and those in it, or None
-    when the k-th magnitude is not in the band (the caller falls back to the radix passes)."""
+    when the k-th magnitude is not in the band (the caller falls back to the radix passes).
+    Which tied entries are kept is left to the consumer (apply_thresholds counts them in flat
+    order as the chunks stream by)."""
     need = k - above
     held = sum(c.numel() for c in cands)
     if not 1 <= need <= held:
         return None
     cand = np.ascontiguousarray(torch.cat(cands).numpy(), np.float32)
     bits, n_gt, n_eq = fused.rank_select(cand, cand.size - need + 1)
-    t = Threshold(int(bits), k - (above + int(n_gt)) if ties == "index" else -1, int(n_eq))
-    if not t.keeps_all_ties:  # the first tie_quota tied entries in flat order (candidates are)
-        keep = np.empty(t.tie_quota, np.int64)
-        got = 0
-        for c, w in zip(cands, where):
-            got = fused.first_equal(np.ascontiguousarray(c.numpy(), np.float32),
-                                    np.ascontiguousarray(w.numpy(), np.int64), bits, keep, got)
-            if got == keep.size:
-                break
-        t.keep_at = torch.from_numpy(keep)
-    return t
+    return Threshold(int(bits), k - (above + int(n_gt)) if ties == "index" else -1, int(n_eq))
 
 
 def apply_thresholds(taus: torch.Tensor, thresholds: list[Threshold], offset: int | None = None) -> None:
@@ -263,9 +270,9 @@ def apply_thresholds(taus: torch.Tensor, thresholds: list[Threshold], offset: in
 
     Must see the chunks of a tensor (or of a part, for global trimming) in flat order: the tie
     quota is consumed as tied entries are met. When every tied entry is kept (the usual case:
-    one entry sits exactly at the k-th magnitude), the cut is a single `hardshrink`; when the
-    kept tied entries' positions are known (`keep_at`, and the chunk's flat `offset` is given),
-    a strict `hardshrink` plus restoring those few entries.
+    one entry sits exactly at the k-th magnitude), the trim is a single `hardshrink`; when the
+    threshold's cut is known (and the chunk's flat `offset` is given), one `hardshrink` keeping
+    ties before the cut and a strict one after it.
     """
     bits: torch.Tensor | None = None
     width = taus.shape[1]
@@ -276,14 +283,15 @@ def apply_thresholds(taus: torch.Tensor, thresholds: list[Threshold], offset: in
         if t.bits >= KEEP_NONE:
             row.zero_()
             continue
-        if t.keeps_all_ties or t.bits == 0:  # tied zeros need no quota: keeping them changes nothing
-            torch.hardshrink(row, _as_float(t.bits - 1) if t.bits > 0 else 0.0, out=row)
+        before, after = t.lams()
+        if before == after:
+            torch.hardshrink(row, before, out=row)
             continue
-        if t.keep_at is not None and offset is not None:
-            local = t.keep_at[(t.keep_at >= offset) & (t.keep_at < offset + width)] - offset
-            saved = row[local]
-            torch.hardshrink(row, _as_float(t.bits), out=row)
-            row[local] = saved
+        if t.cut is not None and offset is not None:
+            c = min(max(t.cut - offset, 0), width)
+            head, tail = row[:c], row[c:]
+            torch.hardshrink(head, before, out=head)
+            torch.hardshrink(tail, after, out=tail)
             continue
         bits = _mag_bits(taus) if bits is None else bits
         keep = bits[i] > t.bits
