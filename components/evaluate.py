@@ -24,10 +24,14 @@ def evaluate(
     web_offline: Optional[Input[Model]] = None,
 ) -> None:
     """Evaluate every checkpoint of the run stage by stage (mid-trained, each specialist, merged) on
-    the spec's eval.suites, or, when the spec lists none, on the scored mixture's validation split
-    (held out by episode) as two suites: grounding and goal-only offline navigation.
-    `report` is the HTML report (per-category rates, intervals, sample viewer); `results` holds the
-    per-sample JSONs, summary.json and provenance.json. `limit` 0 means every sample.
+    the spec's fixed held-out suites (eval.held_out_suites: grounding by level with refusals and
+    navigation steps, from seeds no stage trains on) and eval.suites; only when neither gives a
+    suite (`use_spec_suites` false), on the scored mixture's validation split (held out by
+    episode) as two suites: grounding and goal-only offline navigation.
+    `report` is the HTML report (stage-by-stage table with k/n and intervals, per-category rates,
+    sample viewer); `results` holds the per-sample JSONs, summary.json, comparison.json and
+    provenance.json; `metrics` gets each model's headline rate per suite with its n and interval.
+    `limit` 0 means every sample.
     """
     import json
     import os
@@ -47,7 +51,7 @@ def evaluate(
     argv += ["--model", f"merged={os.path.join(merged.path, 'model')}"]
     if not use_spec_suites:
         if data is None:
-            raise ValueError("evaluate: the spec lists no eval.suites and no dataset was passed")
+            raise ValueError("evaluate: the spec has no eval.suites nor eval.held_out_suites and no dataset was passed")
         validation = os.path.join(data.path, "mixture", "validation")
         suites = [{"name": "validation-grounding", "evaluator": "grounding", "data": validation},
                   {"name": "validation-navigation", "evaluator": "nav_offline", "data": validation}]
@@ -64,4 +68,8 @@ def evaluate(
         summary = json.load(f)
     for model_name, suites in summary.items():
         for suite, headline in suites.items():
-            metrics.log_metric(f"{model_name}/{suite}/{headline['metric']}", float(headline["value"]))
+            name = f"{model_name}/{suite}/{headline['metric']}"
+            metrics.log_metric(name, float(headline["value"]))
+            metrics.log_metric(f"{name}_n", float(headline["n"]))
+            metrics.log_metric(f"{name}_ci_low", float(headline["ci95_low"]))
+            metrics.log_metric(f"{name}_ci_high", float(headline["ci95_high"]))

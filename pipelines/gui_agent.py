@@ -154,7 +154,7 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
         models = {d: t.outputs["model"] for d, t in specialists.items()}
         merged = run("merge", **common, base=mid.outputs["model"], method=merge_method,
                      density=merge_density, **models)
-        use_spec_suites = any(s.data for s in spec.eval.suites)
+        use_spec_suites = spec.eval.held_out_suites.enabled or any(s.data for s in spec.eval.suites)
         run("evaluate", **common, mid=mid.outputs["model"], merged=merged.outputs["model"],
             use_spec_suites=use_spec_suites, limit=eval_limit,
             **({} if use_spec_suites else {"data": data.outputs["data"]}), **models, **offline)

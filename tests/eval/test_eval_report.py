@@ -114,3 +114,58 @@ def test_page_renders_in_headless_chromium(tmp_path: Path) -> None:
             assert messages == []
         finally:
             browser.close()
+
+
+def test_stage_table_shows_n_and_intervals_per_suite(tmp_path: Path) -> None:
+    """The stage-by-stage table of two models on the held-out suites: every cell is k/n with its
+    Wilson interval; grounding by level with refusal accuracy and false refusals; navigation per
+    platform and per action type, so a model right only on Finished steps shows 0/n on Click."""
+    from venus_core.config.spec import HeldOutSuitesSpec
+    from venus_core.data.store import DatasetReader
+    from venus_core.eval.held_out import build_suites
+    from venus_core.eval.metrics import Rate
+    from venus_core.eval.navigation import _steps
+    from venus_core.eval.report import comparison_rows, pct
+
+    root, _ = build_suites(HeldOutSuitesSpec(grounding_levels=[0, 1], grounding_per_level=10, navigation_steps=8,
+                                             refusal_share=0.3), tmp_path)
+    records = list(DatasetReader(root / "grounding"))
+    centre = {r.id: f"[{(r.box[0] + r.box[2]) // 2},{(r.box[1] + r.box[3]) // 2}]" for r in records if r.box}  # type: ignore[union-attr]
+    refusers = evaluate_grounding(root / "grounding", Scripted({}, default="[-1,-1]", name="refuser"), suite="g")
+    pointer = evaluate_grounding(root / "grounding", Scripted(centre, default="[-1,-1]", name="pointer"), suite="g")
+    steps = list(_steps(DatasetReader(root / "navigation"), None, {}))  # type: ignore[arg-type]
+    finished = {s.id: nav(s.action) for s in steps if s.action.startswith("Finished")}
+    stopper = evaluate_nav_offline(root / "navigation", Scripted(finished, name="stopper"), suite="nav")
+    oracle = evaluate_nav_offline(root / "navigation", Scripted({s.id: nav(s.action) for s in steps}, name="oracle"),
+                                  suite="nav")
+    results = [refusers, pointer, stopper, oracle]
+    html = _section(render_report(results, viewer_limit=0), "comparison")
+
+    n_refusal = sum(1 for r in records if r.box is None)
+    n_answerable = len(records) - n_refusal
+    assert 0 < n_refusal < len(records)
+    rows = {(r["model"], r["metric"]): r for r in comparison_rows(results)}
+    expect = {("refuser", "refusal accuracy"): (n_refusal, n_refusal),
+              ("refuser", "false refusals (answerable)"): (n_answerable, n_answerable),
+              ("pointer", "accuracy"): (len(records), len(records)),
+              ("pointer", "false refusals (answerable)"): (0, n_answerable),
+              ("pointer", "level: 0"): (10, 10), ("refuser", "level: 1"): (sum(1 for r in records if r.box is None
+                                                                               and r.meta["level"] == 1), 10)}
+    n_click = sum(1 for s in steps if s.action.startswith("Click"))
+    n_finished = sum(1 for s in steps if s.action.startswith("Finished"))
+    assert n_click and n_finished
+    expect.update({("stopper", "step success: Click steps"): (0, n_click),
+                   ("oracle", "step success: Click steps"): (n_click, n_click),
+                   ("stopper", "step success: Finished steps"): (n_finished, n_finished),
+                   ("stopper", "step success"): (n_finished, len(steps))})
+    for platform in ("mobile", "web"):
+        assert rows[("oracle", f"step success: {platform}")]["n"] > 0
+    for key, (k, n) in expect.items():
+        r = rows[key]
+        assert (r["k"], r["n"]) == (k, n), key
+        lo, hi = Rate(k, n).interval
+        assert (r["ci95_low"], r["ci95_high"]) == (round(lo, 4), round(hi, 4)), key
+        assert f"{k}/{n} {pct(r)}" in html, key  # the HTML cell: k/n, rate and interval
+    assert rows[("pointer", "accuracy")]["delta"] == round(1.0 - rows[("refuser", "accuracy")]["value"], 4)
+    assert rows[("refuser", "accuracy")]["delta"] is None
+    assert html.count("<h3>") == 2 and "<h3>g: grounding on" in html and "<h3>nav: nav_offline on" in html

@@ -73,10 +73,50 @@ def test_evaluate_job_needs_suites(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown key"):
         resolve_suites([], [], None, ["sim-phone:colour=red"])
 
+    held = [EvalSuiteSpec(name="h", evaluator="grounding", data=g)]
+    assert [(s.name, s.limit) for s in resolve_suites([], spec_suites, 3, held_out=held)] == [("h", 3), ("b", 3)]
+    assert [s.name for s in resolve_suites([g], spec_suites, None, held_out=held)] == ["g"]  # explicit data wins
+    with pytest.raises(ValueError, match="suite names must be unique"):
+        resolve_suites([], [EvalSuiteSpec(name="h", evaluator="grounding", data=g)], None, held_out=held)
     with pytest.raises(ValueError, match="nothing to evaluate"):
-        main(["--spec", "agents/venus-tiny", "--model", "tiny", "--out", str(tmp_path / "o")])
+        main(["--spec", "agents/venus-tiny", "--set", "eval.held_out_suites.enabled=false", "--model", "tiny",
+              "--out", str(tmp_path / "o")])
     with pytest.raises(FileNotFoundError, match="not a directory"):
         main(["--spec", "agents/venus-tiny", "--model", "tiny", "--data", str(tmp_path / "nope"), "--out", str(tmp_path)])
+
+
+@pytest.mark.slow
+def test_evaluate_job_on_the_held_out_suites(tmp_path: Path, tiny_ckpt: Path) -> None:
+    """Without --data the job scores the spec's held-out suites (generated once into the cache) and
+    writes the stage-by-stage table with n and intervals to comparison.json and the tracker."""
+    from venus_core.runtime.evaluate import main
+
+    cache = tmp_path / "suites"
+    small = ["--set", f"eval.held_out_suites.cache_dir={cache}", "--set", "eval.held_out_suites.grounding_per_level=3",
+             "--set", "eval.held_out_suites.grounding_levels=[0,2]", "--set", "eval.held_out_suites.navigation_steps=4",
+             "--set", "eval.batch_size=8"]
+    out = tmp_path / "out"
+    rc = main(["--spec", "agents/venus-tiny", *small, "--model", f"a={tiny_ckpt}", "--model", f"b={tiny_ckpt}",
+               "--out", str(out), "--viewer", "0"])
+    assert rc == 0
+    assert len([p for p in cache.iterdir()]) == 1  # one suite for both models
+    files = sorted(p.name for p in (out / "results").iterdir())
+    assert files == ["a--held-out-grounding.json", "a--held-out-navigation.json",
+                     "b--held-out-grounding.json", "b--held-out-navigation.json"]
+    g = load_result(out / "results" / "a--held-out-grounding.json")
+    assert g.summary["overall"]["n"] == 6 and set(g.summary["by_level"]) == {"0", "2"}
+    nav = load_result(out / "results" / "b--held-out-navigation.json")
+    assert nav.summary["step_success"]["n"] >= 4 and set(nav.summary["by_platform"]) == {"mobile", "web"}
+    rows = json.loads((out / "comparison.json").read_text())["rows"]
+    level0 = [r for r in rows if r["suite"] == "held-out-grounding" and r["metric"] == "level: 0"]
+    assert [(r["model"], r["n"]) for r in level0] == [("a", 3), ("b", 3)]
+    assert all(0.0 <= r["ci95_low"] <= r["value"] <= r["ci95_high"] <= 1.0 for r in rows)
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    metrics = {k: v for line in lines if "metrics" in line for k, v in line["metrics"].items()}
+    assert metrics["a/held-out-grounding/by_level/2_n"] == 3.0
+    assert {"b/held-out-navigation/by_type/Click/step_success_ci_low", "time/a/held-out-navigation_s"} <= set(metrics)
+    params = next(line["params"] for line in lines if "params" in line)
+    assert [s["name"] for s in params["suites"]] == ["held-out-grounding", "held-out-navigation"]
 
 
 def test_cli_grounding_and_report(tmp_path: Path, tiny_ckpt: Path) -> None:

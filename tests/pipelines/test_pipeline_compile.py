@@ -85,8 +85,8 @@ def test_the_graph_runs_the_stages_in_order(compiled: dict[str, tuple[str, dict[
         "online-rl": ["offline-rl-2"],
         "online-rl-2": ["offline-rl-3"],
         "merge": ["mid-train", "offline-rl", "online-rl", "online-rl-2"],
-        "evaluate": ["merge", "mid-train", "offline-rl", "offline-rl-2", "offline-rl-3", "online-rl", "online-rl-2",
-                     "score-data"],
+        # the held-out suites come from the spec, not from score_data's validation split
+        "evaluate": ["merge", "mid-train", "offline-rl", "offline-rl-2", "offline-rl-3", "online-rl", "online-rl-2"],
     }
     names = {name: t["taskInfo"]["name"] for name, t in tasks.items()}
     assert names["offline-rl-2"] == "offline_rl: mobile" and names["merge"] == "merge"
@@ -99,6 +99,15 @@ def test_the_graph_runs_the_stages_in_order(compiled: dict[str, tuple[str, dict[
     eval_in = tasks["evaluate"]["inputs"]["artifacts"]
     assert eval_in["web_offline"]["taskOutputArtifact"]["producerTask"] == "offline-rl-3"
     assert eval_in["web"]["taskOutputArtifact"]["producerTask"] == "online-rl-2"
+    assert "data" not in eval_in
+    assert tasks["evaluate"]["inputs"]["parameters"]["use_spec_suites"]["runtimeValue"]["constant"] is True
+
+
+def test_without_held_out_suites_evaluate_falls_back_to_the_validation_split(tmp_path: Path) -> None:
+    spec = load_spec(ROOT / "agents" / "venus-tiny", ["eval.held_out_suites.enabled=false"])
+    evaluate = _tasks(_compile(spec, tmp_path))["evaluate"]
+    assert evaluate["inputs"]["artifacts"]["data"]["taskOutputArtifact"]["producerTask"] == "score-data"
+    assert evaluate["inputs"]["parameters"]["use_spec_suites"]["runtimeValue"]["constant"] is False
 
 
 def test_ui_parameters_default_to_the_spec(compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:

@@ -23,6 +23,7 @@ SHRINK = [
     "data.sources.3.synth.n=30", "data.validation_fraction=0.2",
     "mid_train.max_steps=2", "mid_train.batch_size=4", "mid_train.warmup_steps=0",
     "mid_train.save_every=2", "mid_train.eval_every=2", "eval.held_out=4", "eval.batch_size=4",
+    "eval.held_out_suites.grounding_per_level=2", "eval.held_out_suites.navigation_steps=4",
 ] + [f"offline_rl.{d}.{k}" for d in ("grounding", "mobile", "web")
      for k in ("max_steps=1", "prompts_per_step=2", "group_size=2", "max_new_tokens=8")] + [
     "online_rl.steps=1", "online_rl.tasks_per_step=1", "online_rl.group_size=2", "online_rl.devices=2",
@@ -83,7 +84,8 @@ def test_stage_threads_follow_omp_num_threads_else_every_usable_cpu(monkeypatch:
 
 @pytest.mark.slow
 def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) -> None:
-    summary = run_local(TINY, SHRINK, tmp_path, echo=None)
+    shrink = [*SHRINK, f"eval.held_out_suites.cache_dir={tmp_path / 'suites'}"]
+    summary = run_local(TINY, shrink, tmp_path, echo=None)
     stages = summary["stages"]
     assert summary["status"] == "SUCCESS"
     assert summary["torch_threads"] == stage_threads()
@@ -104,6 +106,9 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     assert Path(ev["outputs"]["report"]).read_text().lstrip().lower().startswith("<!doctype html")
     models = {key.split("/")[0] for key in ev["metrics"]}
     assert models == {"mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged"}
+    assert ev["metrics"]["merged/held-out-grounding/overall_n"] == 6  # 3 levels x 2: the spec's held-out suites
+    assert {"mid/held-out-navigation/step_success_ci_low", "mid/held-out-navigation/step_success_ci_high"} \
+        <= set(ev["metrics"])
     assert json.loads((tmp_path / "summary.json").read_text())["stages"] == stages
     logs = {s["task"]: Path(s["log"]) for s in stages}  # kfp.local's stream, split per stage
     assert logs["offline-rl-2"].name == "offline_rl-mobile.log"
@@ -111,7 +116,7 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     assert "Pipeline" in (tmp_path / "logs" / "pipeline.log").read_text()
 
     # The same spec into the same OUT again (a resume): kfp.local's cache gives back every stage.
-    again = run_local(TINY, SHRINK, tmp_path, echo=None)
+    again = run_local(TINY, shrink, tmp_path, echo=None)
     assert again["status"] == "SUCCESS" and again["seconds"] < summary["seconds"]
     assert all(s["cached"] and s["status"] == "SUCCESS" for s in again["stages"])
     assert sorted(s["task"] for s in again["stages"]) == sorted(s["task"] for s in stages)

@@ -229,12 +229,7 @@ def build_mixture(
                     record = record.model_copy(update={"id": f"{it.source}:{record.id}"})
                     renamed += 1
                 ids.add(record.id)
-                for ref, _size, _field in record_images(record):
-                    try:
-                        w.image_size(ref)
-                    except KeyError:
-                        w.put_image(it.reader.image_path(ref).read_bytes())
-                w.write(record)
+                w.copy_record(record, it.reader)
     train_groups = {it.group for it in split["train"]}
     leaked = sorted(g for g in {it.group for it in split["validation"]} if g in train_groups)
     if leaked:  # cannot happen by construction; fail closed if it ever does

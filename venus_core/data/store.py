@@ -260,6 +260,13 @@ class DatasetWriter:
         if self._shard_count >= self.shard_records:
             self._close_shard()
 
+    def copy_record(self, record: AnyRecord, reader: DatasetReader) -> None:
+        """Append a record read from another dataset, copying the images it needs from `reader`."""
+        for ref, _size, _field in record_images(record):
+            if ref not in self._image_sizes:
+                self.put_image(reader.image_path(ref).read_bytes())
+        self.write(record)
+
     def _open_shard(self) -> None:
         name = f"part-{len(self._shards):05d}.jsonl"
         self._shard_file = open(self.tmp / SHARD_DIR / name, "wb")  # noqa: SIM115 - closed in _close_shard

@@ -8,7 +8,7 @@ is `[-1,-1]`; an answer that does not parse is *wrong format* and counts as wron
 
 Reported: overall accuracy, text / icon (`ui_type`), per platform, per application, group and
 data source (ScreenSpot-Pro carries `application` / `group`, ScreenSpot-v2 `data_source`, both in
-the record's provenance; synthetic sets carry `meta.app`), refusal accuracy, false refusals on
+the record's provenance; synthetic sets carry `meta.app` and their curriculum `meta.level`), refusal accuracy, false refusals on
 answerable samples and the wrong-format count — each with n and a 95 % Wilson interval.
 
 Departure from the upstream harness: ScreenSpot-Pro's published score averages over all samples
@@ -26,7 +26,7 @@ from typing import Any
 from venus_core.data.schema import GroundingSample
 from venus_core.data.store import DatasetReader
 from venus_core.eval.metrics import Rate, score_grounding
-from venus_core.eval.predictors import Predictor, Query
+from venus_core.eval.predictors import Predictor, Query, chunk_size
 from venus_core.eval.results import EvalResult, benchmark_of, rate, rates_by
 from venus_core.models.prompts import grounding_prompt
 
@@ -59,6 +59,7 @@ def sample_fields(record: GroundingSample) -> dict[str, Any]:
         "group": _attr(record, "group"),
         "data_source": _attr(record, "data_source"),
         "source": record.provenance.source,
+        "level": _attr(record, "level"),
         "instruction": record.instruction,
         "refusal": record.box is None,
         "box": list(record.box) if record.box is not None else None,
@@ -92,7 +93,7 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "false_refusal": rate(answerable, "refused").to_dict(),
         "wrong_format": {"count": unparsed, **Rate(unparsed, len(samples)).to_dict()},
     }
-    for key in ("ui_type", "platform", "application", "group", "data_source"):
+    for key in ("level", "ui_type", "platform", "application", "group", "data_source"):
         groups = rates_by(samples, key, "correct")
         if groups:
             summary[f"by_{key}"] = groups
@@ -135,7 +136,7 @@ def evaluate_grounding(
         records = islice(records, limit)
     samples: list[dict[str, Any]] = []
     sources: Counter[str] = Counter()
-    for batch in _batches(records, chunk):
+    for batch in _batches(records, chunk_size(predictor, chunk)):
         queries = [Query(r.id, reader.open_image(r.image), grounding_prompt(r.instruction)) for r in batch]
         answers = predictor.predict(queries, max_new_tokens)
         if len(answers) != len(batch):

@@ -18,7 +18,8 @@ answer is scored by `metrics.score_navigation`, whose rules are, exactly:
   Launch and Hotkey: equal, case-insensitive; argument-free actions (Wait, Press*): type alone.
 
 Reported: type accuracy, step success rate, wrong-format count, both rates per reference action
-type, the confusion of reference vs predicted type, and — when the dataset holds whole
+type (so a step success that comes only from `Finished` steps shows beside the `Click` steps) and
+per platform, the confusion of reference vs predicted type, and — when the dataset holds whole
 trajectories — episode success (every step of the episode a step success), which is stricter than
 the per-step numbers AndroidControl papers quote. With trajectories, `limit` counts episodes.
 """
@@ -35,7 +36,7 @@ from venus_core.actions import render_action
 from venus_core.data.schema import NavigationStep, Trajectory
 from venus_core.data.store import DatasetReader
 from venus_core.eval.metrics import Rate, predicted_action, score_navigation
-from venus_core.eval.predictors import Predictor, Query
+from venus_core.eval.predictors import Predictor, Query, chunk_size
 from venus_core.eval.results import EvalResult, benchmark_of, rate, rates_by
 from venus_core.models.prompts import HISTORY_STEPS, navigation_prompt
 
@@ -99,13 +100,19 @@ def score_step(step: NavigationStep, answer: str, level: Level) -> dict[str, Any
     }
 
 
+def _both_rates_by(samples: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """{category of `key`: {type_accuracy, step_success}}, categories sorted."""
+    out: dict[str, Any] = {}
+    for name, r in rates_by(samples, key, "type_match").items():
+        rows = [s for s in samples if str(s[key]) == name]
+        out[name] = {"type_accuracy": r, "step_success": rate(rows, "step_success").to_dict()}
+    return out
+
+
 def summarize(samples: list[dict[str, Any]], whole_episodes: bool) -> dict[str, Any]:
     """Summary of scored steps (module docstring); every rate has n and a 95 % CI."""
     unparsed = sum(1 for s in samples if not s["parsed"])
-    by_type: dict[str, Any] = {}
-    for name, r in rates_by(samples, "reference_type", "type_match").items():
-        rows = [s for s in samples if s["reference_type"] == name]
-        by_type[name] = {"type_accuracy": r, "step_success": rate(rows, "step_success").to_dict()}
+    by_type = _both_rates_by(samples, "reference_type")
     confusion: dict[str, dict[str, int]] = {}
     for s in samples:
         row = confusion.setdefault(s["reference_type"], {})
@@ -116,6 +123,7 @@ def summarize(samples: list[dict[str, Any]], whole_episodes: bool) -> dict[str, 
         "step_success": rate(samples, "step_success").to_dict(),
         "wrong_format": {"count": unparsed, **Rate(unparsed, len(samples)).to_dict()},
         "by_type": by_type,
+        "by_platform": _both_rates_by(samples, "platform"),
         "confusion": {ref: dict(sorted(row.items())) for ref, row in sorted(confusion.items())},
     }
     if whole_episodes:
@@ -162,7 +170,7 @@ def evaluate_nav_offline(
         only_trajectories = only_trajectories and "trajectory_id" in step.meta
         step_prompt(step, level)  # fail on a missing low-level instruction before any inference
         pending.append(step)
-        if len(pending) >= chunk:
+        if len(pending) >= chunk_size(predictor, chunk):
             flush()
     if pending:
         flush()

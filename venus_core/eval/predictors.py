@@ -27,7 +27,7 @@ DEFAULT_TEMPERATURE = 0.0
 DEFAULT_REPETITION_PENALTY = 1.05
 
 __all__ = ["DEFAULT_REPETITION_PENALTY", "DEFAULT_TEMPERATURE", "LocalPredictor", "OpenAIPredictor", "Predictor",
-           "PredictorError", "Query", "chat_request", "image_data_url"]
+           "PredictorError", "Query", "chat_request", "chunk_size", "image_data_url"]
 
 
 @dataclass(frozen=True)
@@ -83,20 +83,32 @@ class LocalPredictor:
         self.repetition_penalty = repetition_penalty
 
     def predict(self, queries: Sequence[Query], max_new_tokens: int) -> list[str]:
+        """Answers in query order. Batches are cut from the queries sorted by screenshot size and
+        prompt length, so rows of a batch need little left padding (greedy answers do not depend
+        on the batch: tests/eval/test_eval_batching.py)."""
         from venus_core.models.generation import generate
 
-        out: list[str] = []
-        for start in range(0, len(queries), self.batch_size):
-            chunk = queries[start : start + self.batch_size]
-            chats = [build_messages(q.image, q.prompt) for q in chunk]
+        order = sorted(range(len(queries)), key=lambda i: (queries[i].image.size, len(queries[i].prompt)))
+        out: list[str | None] = [None] * len(queries)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            chats = [build_messages(queries[i].image, queries[i].prompt) for i in idx]
             try:
                 answers = generate(self.model, self.processor, chats, max_new_tokens,
                                    temperature=self.temperature, repetition_penalty=self.repetition_penalty)
             except Exception as exc:
-                ids = ", ".join(q.id for q in chunk[:3])
+                ids = ", ".join(queries[i].id for i in idx[:3])
                 raise PredictorError(f"{self.name}: generation failed on batch starting with {ids}: {exc}") from exc
-            out.extend(answers)
-        return out
+            for i, answer in zip(idx, answers, strict=True):
+                out[i] = answer
+        return [a for a in out if a is not None]
+
+
+def chunk_size(predictor: Predictor, default: int) -> int:
+    """Queries an evaluator hands `predictor` at a time: `default`, or its batch size / concurrency
+    when larger, so that no batch is cut short by the evaluator."""
+    width = getattr(predictor, "batch_size", None) or getattr(predictor, "concurrency", None) or 0
+    return max(default, int(width))
 
 
 def chat_request(model: str, query: Query, max_new_tokens: int, temperature: float,

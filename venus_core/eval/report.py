@@ -7,7 +7,10 @@ Sections (element ids, checked by the tests): `overview` (one row per result, re
 synthetic / other datasets in separate tables), `published` (UI-Venus numbers from the reports,
 only for results on ScreenSpot-Pro / ScreenSpot-v2 — never beside synthetic numbers),
 `comparison` (stage by stage: results of the same evaluator and dataset side by side in the order
-given, e.g. mid-training → offline RL → merge, or TIES vs linear, with the change from the first),
+given, e.g. mid-training → offline RL → merge, or TIES vs linear, each cell k/n with the rate, its
+interval and the change from the first; grounding by level, refusal accuracy and false refusals,
+navigation step success overall, per platform and per reference action type, so Click steps
+show apart from Finished steps; `comparison_rows` gives the same table as data),
 then one `result-<i>` section per result with its breakdown tables, bar charts and sample viewer
 (online results: task success by level and app, and the first episodes' screens step by step).
 Every rate is shown with n and its 95 % Wilson interval.
@@ -39,14 +42,19 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.ok{color:#15803d;font
 
 HEADLINE = {"grounding": ("overall", "accuracy"), "nav_offline": ("step_success", "step success rate"),
             "online": ("success", "task success rate")}
-GROUNDING_BREAKDOWNS = (("by_ui_type", "text / icon"), ("by_platform", "platform"), ("by_application", "application"),
-                        ("by_group", "group"), ("by_data_source", "data source"))
+GROUNDING_BREAKDOWNS = (("by_level", "level"), ("by_ui_type", "text / icon"), ("by_platform", "platform"),
+                        ("by_application", "application"), ("by_group", "group"), ("by_data_source", "data source"))
 
 
 def pct(r: dict[str, Any]) -> str:
     if not r["n"]:
         return "n/a (n=0)"
     return f"{r['value']:.1%} [{r['ci95_low']:.1%}, {r['ci95_high']:.1%}]"
+
+
+def pct_n(r: dict[str, Any]) -> str:
+    """`k/n rate [95 % CI]`: a rate as the stage-by-stage table shows it."""
+    return f"{r['k']}/{r['n']} {pct(r)}"
 
 
 def _headline(res: EvalResult) -> tuple[str, dict[str, Any]]:
@@ -115,22 +123,49 @@ def _metric_rows(res: EvalResult) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     if res.evaluator == "grounding":
         rows["accuracy"] = s["overall"]
+        rows["accuracy, answerable samples"] = s["answerable"]
         rows["refusal accuracy"] = s["refusal"]
+        rows["false refusals (answerable)"] = s["false_refusal"]
+        rows["wrong format"] = s["wrong_format"]
         for key, label in GROUNDING_BREAKDOWNS:
             for cat, r in s.get(key, {}).items():
                 rows[f"{label}: {cat}"] = r
     elif res.evaluator == "nav_offline":
-        rows["type accuracy"] = s["type_accuracy"]
         rows["step success"] = s["step_success"]
+        rows["type accuracy"] = s["type_accuracy"]
         if "episode_success" in s:
             rows["episode success"] = s["episode_success"]
+        rows["wrong format"] = s["wrong_format"]
+        for p, d in s.get("by_platform", {}).items():
+            rows[f"step success: {p}"] = d["step_success"]
         for t, d in s.get("by_type", {}).items():
-            rows[f"step success: {t}"] = d["step_success"]
+            rows[f"step success: {t} steps"] = d["step_success"]
+        for t, d in s.get("by_type", {}).items():
+            rows[f"type accuracy: {t} steps"] = d["type_accuracy"]
     elif res.evaluator == "online":
         rows["task success"] = s["success"]
         rows["invalid steps"] = s["invalid_steps"]
         for level, r in s.get("by_difficulty", {}).items():
             rows[f"success: level {level}"] = r
+    return rows
+
+
+def comparison_rows(results: Sequence[EvalResult]) -> list[dict[str, Any]]:
+    """The stage-by-stage table as data: one row per (suite, metric, model) of every comparable group,
+    with k, n, the rate, its 95 % interval and the change from the group's first model."""
+    rows: list[dict[str, Any]] = []
+    for group in _comparable_groups(results):
+        metrics = [_metric_rows(r) for r in group]
+        for label in dict.fromkeys(k for m in metrics for k in m):
+            first = metrics[0].get(label)
+            for res, m in zip(group, metrics, strict=True):
+                r = m.get(label)
+                if r is None:
+                    continue
+                rows.append({"suite": res.suite, "evaluator": res.evaluator, "data": res.data, "metric": label,
+                             "model": res.display, "k": r["k"], "n": r["n"], "value": r["value"],
+                             "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
+                             "delta": None if first is None or res is group[0] else round(r["value"] - first["value"], 4)})
     return rows
 
 
@@ -141,6 +176,7 @@ def comparison_html(results: Sequence[EvalResult]) -> str:
         return ""
     out = ['<section id="comparison"><h2>Stage-by-stage comparison</h2>'
            '<p class="note">Results of the same evaluator on the same dataset, in the order given; '
+           "each cell is k/n, the rate and its 95 % Wilson interval; "
            "Δ is the change from the first column in percentage points. Overlapping intervals mean "
            "the difference is not established at this n.</p>"]
     for group in groups:
@@ -157,9 +193,9 @@ def comparison_html(results: Sequence[EvalResult]) -> str:
                     cells.append("<td>—</td>")
                     continue
                 delta = "" if j == 0 or first is None else f" (Δ {100 * (r['value'] - first['value']):+.1f})"
-                cells.append(f'<td class="num">{pct(r)}{delta}</td>')
+                cells.append(f'<td class="num">{pct_n(r)}{delta}</td>')
             body.append(f"<tr><td>{escape(label)}</td>{''.join(cells)}</tr>")
-        out.append(f"<h3>{escape(group[0].evaluator)} on {escape(group[0].data)}</h3>"
+        out.append(f"<h3>{escape(group[0].suite)}: {escape(group[0].evaluator)} on {escape(group[0].data)}</h3>"
                    f"<table><tr><th>metric</th>{head}</tr>{''.join(body)}</table>")
         top = labels[: min(len(labels), 12)]
         out.append(grouped_bar_chart(f"{group[0].suite}: stage by stage", top,
@@ -194,6 +230,11 @@ def _nav_section(res: EvalResult) -> str:
     out.append("<h3>By reference action type</h3><table><tr><th>type</th><th>type accuracy</th>"
                f"<th>step success</th><th>n</th></tr>{body}</table>")
     out.append(bar_chart("step success by action type", [(t, d["step_success"]) for t, d in by_type.items()]))
+    by_platform = s.get("by_platform", {})
+    if by_platform:
+        out.append("<h3>By platform</h3>" + _rate_table(
+            [(f"{p}: {m.replace('_', ' ')}", d[m]) for p, d in by_platform.items()
+             for m in ("type_accuracy", "step_success")], "platform"))
     conf = s["confusion"]
     cols = sorted({p for row in conf.values() for p in row})
     head = "".join(f"<th>{escape(c)}</th>" for c in cols)

@@ -2,7 +2,8 @@
 
 Why registered: an agent spec names its evaluation suites (`eval.suites[].evaluator`), and the
 evaluate job, the CLI and future evaluators (online) must agree on one calling convention:
-`evaluator(predictor, data, *, suite, limit) -> EvalResult`. This module is a plugin (entry point
+`evaluator(predictor, data, *, suite, limit, max_new_tokens=None) -> EvalResult` (None: the
+evaluator's own answer budget; the evaluate job passes the spec's `eval.*_max_new_tokens`). This module is a plugin (entry point
 `venus_core.plugins`); it imports no torch at import time, so loading plugins stays cheap.
 
 Registered: `grounding` (ScreenSpot-style), `nav_offline` (offline navigation, goal only:
@@ -19,40 +20,53 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from venus_core.config.registry import EVAL_SUITES
-from venus_core.eval.grounding import evaluate_grounding
-from venus_core.eval.navigation import evaluate_nav_offline
+from venus_core.eval.grounding import GROUNDING_MAX_NEW_TOKENS, evaluate_grounding
+from venus_core.eval.navigation import NAV_MAX_NEW_TOKENS, evaluate_nav_offline
 from venus_core.eval.predictors import DEFAULT_REPETITION_PENALTY, DEFAULT_TEMPERATURE, LocalPredictor, OpenAIPredictor, Predictor
 from venus_core.eval.results import EvalResult
 
 
 class Evaluator(Protocol):
-    def __call__(self, predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult: ...
+    def __call__(self, predictor: Predictor, data: str | Path, *, suite: str, limit: int | None,
+                 max_new_tokens: int | None = None) -> EvalResult: ...
+
+
+def _budget(max_new_tokens: int | None, default: int) -> int:
+    return default if max_new_tokens is None else max_new_tokens
 
 
 @EVAL_SUITES.register("grounding", description="point-in-box grounding accuracy (ScreenSpot-v2 / Pro, synthetic)")
-def grounding(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult:
-    return evaluate_grounding(data, predictor, limit=limit, suite=suite)
+def grounding(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None,
+              max_new_tokens: int | None = None) -> EvalResult:
+    return evaluate_grounding(data, predictor, limit=limit, suite=suite,
+                              max_new_tokens=_budget(max_new_tokens, GROUNDING_MAX_NEW_TOKENS))
 
 
 @EVAL_SUITES.register("nav_offline", description="offline navigation, goal only (AndroidControl high, GUI-Odyssey)")
-def nav_offline(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult:
-    return evaluate_nav_offline(data, predictor, level="high", limit=limit, suite=suite)
+def nav_offline(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None,
+                max_new_tokens: int | None = None) -> EvalResult:
+    return evaluate_nav_offline(data, predictor, level="high", limit=limit, suite=suite,
+                                max_new_tokens=_budget(max_new_tokens, NAV_MAX_NEW_TOKENS))
 
 
 @EVAL_SUITES.register("nav_offline_low", description="offline navigation with step instructions (AndroidControl low)")
-def nav_offline_low(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None) -> EvalResult:
-    return evaluate_nav_offline(data, predictor, level="low", limit=limit, suite=suite)
+def nav_offline_low(predictor: Predictor, data: str | Path, *, suite: str, limit: int | None,
+                    max_new_tokens: int | None = None) -> EvalResult:
+    return evaluate_nav_offline(data, predictor, level="low", limit=limit, suite=suite,
+                                max_new_tokens=_budget(max_new_tokens, NAV_MAX_NEW_TOKENS))
 
 
 @EVAL_SUITES.register("online_sim", description="online task success on the simulated phone (sim-phone env)")
-def online_sim(predictor: Predictor, data: str | Path | None, *, suite: str, limit: int | None) -> EvalResult:
-    from venus_core.eval.online import evaluate_online
+def online_sim(predictor: Predictor, data: str | Path | None, *, suite: str, limit: int | None,
+               max_new_tokens: int | None = None) -> EvalResult:
+    from venus_core.eval.online import ONLINE_MAX_NEW_TOKENS, evaluate_online
     from venus_core.eval.online_sim import make_envs, parse_target, target_tasks, with_limit
 
     target = with_limit(parse_target(str(data) if data else None), limit)
     envs = make_envs(target)
     try:
-        return evaluate_online(envs, target_tasks(target), predictor, suite=suite, target=str(target))
+        return evaluate_online(envs, target_tasks(target), predictor, suite=suite, target=str(target),
+                               max_new_tokens=_budget(max_new_tokens, ONLINE_MAX_NEW_TOKENS))
     finally:
         for env in envs:
             env.close()
@@ -60,6 +74,16 @@ def online_sim(predictor: Predictor, data: str | Path | None, *, suite: str, lim
 
 NO_DATA_EVALUATORS = frozenset({"online_sim"})
 """Evaluators that run without a dataset directory (their `data` is optional)."""
+
+
+def answer_budget(evaluator: str, eval_spec: Any) -> int | None:
+    """The spec's `eval.*_max_new_tokens` for `evaluator`: grounding, or navigation (offline and online);
+    None (the evaluator's own) for other registered evaluators."""
+    if evaluator == "grounding":
+        return int(eval_spec.grounding_max_new_tokens)
+    if evaluator in ("nav_offline", "nav_offline_low", "online_sim"):
+        return int(eval_spec.navigation_max_new_tokens)
+    return None
 
 
 def evaluator_for_dataset(data: str | Path) -> str:

@@ -6,19 +6,25 @@
 Suites come from `--data` (each dataset directory is one suite, its evaluator chosen from the kind
 of its records: grounding, or offline navigation at the goal-only level) and `--online` targets
 (live episodes on the simulated phone, `venus_core.eval.online_sim`) or, without either, from the
-spec's `eval.suites` (those with a dataset, and online suites such as `online_sim`).
+spec: the fixed held-out suites of `eval.held_out_suites` (grounding by level with refusals and
+navigation steps from reserved seeds, generated once per spec and cached by digest,
+`venus_core.eval.held_out`) followed by `eval.suites` (those with a dataset, and online suites
+such as `online_sim`).
 Several `--model`s are compared stage by stage in the report in the order given
 (e.g. `mid=…/mid_train offline=…/offline_rl merged=…`).
 With `--base-url` the models are names served by an OpenAI-compatible server (vLLM) and nothing is
 loaded locally; the API key, if any, comes from $VENUS_EVAL_API_KEY (a credential, not config).
 Decoding settings come from the spec (`eval.batch_size`, `eval.temperature`,
-`eval.repetition_penalty`).
+`eval.repetition_penalty`, and the answer budgets `eval.grounding_max_new_tokens` /
+`eval.navigation_max_new_tokens`).
 
 Outputs in `--out`: `results/<model>--<suite>.json` (per sample and summary), `report.html`,
-`summary.json` (headline rates per model and suite), `provenance.json` (inputs with sha256,
-resolved spec, git revision) and `metrics.jsonl` (the tracker record: params, every top-level rate
-as `<model>/<suite>/<metric>` with its n, one step per model, and the artifacts; the cluster
-passes an MLflow-backed tracker to `run`).
+`summary.json` (headline rates per model and suite, with k, n and the 95 % interval),
+`comparison.json` (the report's stage-by-stage table as rows), `provenance.json` (inputs with
+sha256, resolved spec, git revision) and `metrics.jsonl` (the tracker record: params, every rate
+of a result - top level and breakdowns, `<model>/<suite>/<metric>[/<category>]` - with `_n`,
+`_ci_low` and `_ci_high` beside it, each model's seconds per suite as `time/<model>/<suite>_s`,
+one step per model, and the artifacts; the cluster passes an MLflow-backed tracker to `run`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +43,7 @@ from venus_core.config import AgentSpec
 from venus_core.config.spec import EvalSuiteSpec
 from venus_core.eval import suites as eval_suites
 from venus_core.eval.online_sim import parse_target
-from venus_core.eval.report import HEADLINE, write_report
+from venus_core.eval.report import HEADLINE, comparison_rows, write_report
 from venus_core.eval.results import EvalResult
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import KFP_RUN_ENV, finish_parent, job_tracking
@@ -64,8 +71,9 @@ def _parser() -> Any:
 
 
 def resolve_suites(data: Sequence[str], spec_suites: Sequence[EvalSuiteSpec], limit: int | None,
-                   online: Sequence[str] = ()) -> list[EvalSuiteSpec]:
-    """Suites from --data dirs and --online targets, else the spec's runnable suites; none is an error."""
+                   online: Sequence[str] = (), held_out: Sequence[EvalSuiteSpec] = ()) -> list[EvalSuiteSpec]:
+    """Suites from --data dirs and --online targets, else `held_out` then the spec's runnable suites;
+    none is an error."""
     out: list[EvalSuiteSpec] = []
     for d in data:
         if not Path(d).is_dir():
@@ -78,11 +86,14 @@ def resolve_suites(data: Sequence[str], spec_suites: Sequence[EvalSuiteSpec], li
                                  data=target, limit=limit))
     if out:
         return out
-    chosen = [s if limit is None else s.model_copy(update={"limit": limit}) for s in spec_suites
-              if s.data or s.evaluator in eval_suites.NO_DATA_EVALUATORS]
+    runnable = [s for s in spec_suites if s.data or s.evaluator in eval_suites.NO_DATA_EVALUATORS]
+    chosen = [s if limit is None else s.model_copy(update={"limit": limit}) for s in [*held_out, *runnable]]
     if not chosen:
-        raise ValueError("nothing to evaluate: pass --data DIR / --online TARGET, or list suites in the spec's "
-                         "eval.suites (offline suites need a `data`)")
+        raise ValueError("nothing to evaluate: pass --data DIR / --online TARGET, enable eval.held_out_suites, "
+                         "or list suites in the spec's eval.suites (offline suites need a `data`)")
+    names = [s.name for s in chosen]
+    if len(set(names)) != len(names):
+        raise ValueError(f"suite names must be unique, got {names} (eval.suites may not reuse a held-out suite's name)")
     return chosen
 
 
@@ -91,14 +102,31 @@ def _headline(res: EvalResult) -> dict[str, Any]:
     return {"metric": key, **res.summary[key]}
 
 
+def _rates(tree: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """Every rate (a dict with value, k and n) in a summary, with its key path, in summary order."""
+    out: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+    for key, value in tree.items():
+        if not isinstance(value, dict):
+            continue
+        if {"value", "k", "n"} <= set(value):
+            out.append(((*path, str(key)), value))
+        else:
+            out.extend(_rates(value, (*path, str(key))))
+    return out
+
+
 def flat_metrics(res: EvalResult) -> dict[str, float]:
-    """Tracker metrics of a result: `<model>/<suite>/<metric>` for every top-level rate and its n."""
+    """Tracker metrics of a result: `<model>/<suite>/<metric>` for every rate of its summary (top level
+    and breakdowns, e.g. `mid/held-out-grounding/by_level/1`), with `_n`, `_ci_low` and `_ci_high`."""
     prefix = f"{_SAFE.sub('_', res.display)}/{_SAFE.sub('_', res.suite)}"
     out: dict[str, float] = {}
-    for key, value in res.summary.items():
-        if isinstance(value, dict) and "value" in value and "n" in value:
-            out[f"{prefix}/{key}"] = float(value["value"])
-            out[f"{prefix}/{key}_n"] = float(value["n"])
+    for path, r in _rates(res.summary):
+        name = f"{prefix}/{'/'.join(_SAFE.sub('_', p) for p in path)}"
+        out[name] = float(r["value"])
+        out[f"{name}_n"] = float(r["n"])
+        if "ci95_low" in r:
+            out[f"{name}_ci_low"] = float(r["ci95_low"])
+            out[f"{name}_ci_high"] = float(r["ci95_high"])
     return out
 
 
@@ -125,6 +153,8 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
         raise ValueError(f"--model names must be unique, got {names}")
     tracker.log_params({"models": dict(refs), "suites": [s.model_dump() for s in suites], "base_url": base_url or "",
                         "batch_size": spec.eval.batch_size, "temperature": spec.eval.temperature,
+                        "grounding_max_new_tokens": spec.eval.grounding_max_new_tokens,
+                        "navigation_max_new_tokens": spec.eval.navigation_max_new_tokens,
                         "repetition_penalty": spec.eval.repetition_penalty})
     results: list[EvalResult] = []
     summary: dict[str, dict[str, Any]] = {}
@@ -140,11 +170,15 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
         for suite in suites:
             evaluator = eval_suites.get_evaluator(suite.evaluator)
             print(f"[evaluate] {name} on {suite.name} ({suite.evaluator}, {suite.data})", file=sys.stderr)
-            res = evaluator(predictor, suite.data, suite=suite.name, limit=suite.limit)
+            t0 = time.perf_counter()
+            res = evaluator(predictor, suite.data, suite=suite.name, limit=suite.limit,
+                            max_new_tokens=eval_suites.answer_budget(suite.evaluator, spec.eval))
+            seconds = time.perf_counter() - t0
             res.label = name
             path = out / "results" / f"{_SAFE.sub('_', name)}--{_SAFE.sub('_', suite.name)}.json"
             write_json_atomic(path, res.to_dict())
-            tracker.log_metrics(flat_metrics(res), step=step)
+            tracker.log_metrics({**flat_metrics(res), f"time/{_SAFE.sub('_', name)}/{_SAFE.sub('_', suite.name)}_s":
+                                 round(seconds, 2)}, step=step)
             tracker.log_artifact(path, f"results/{path.name}")
             summary.setdefault(name, {})[suite.name] = _headline(res)
             results.append(res)
@@ -152,8 +186,10 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
         gc.collect()
     write_report(results, out / "report.html", title=f"Venus evaluation: {spec.name}", viewer_limit=viewer)
     write_json_atomic(out / "summary.json", summary)
+    write_json_atomic(out / "comparison.json", {"rows": comparison_rows(results)})
     write_json_atomic(out / "provenance.json", provenance(JOB, spec, inputs))
     tracker.log_artifact(out / "report.html", "report.html")
+    tracker.log_artifact(out / "comparison.json", "comparison.json")
     print(f"[evaluate] wrote {out / 'report.html'}", file=sys.stderr)
     return results
 
@@ -161,7 +197,15 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     spec = load_job_spec(args)
-    suites = resolve_suites(args.data, spec.eval.suites, args.limit, args.online)
+    held_out: list[EvalSuiteSpec] = []
+    if not args.data and not args.online and spec.eval.held_out_suites.enabled:
+        from venus_core.eval.held_out import held_out_suites
+
+        t0 = time.perf_counter()
+        held_out = held_out_suites(spec.eval.held_out_suites)
+        print(f"[evaluate] held-out suites in {Path(held_out[0].data or '').parent} "
+              f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    suites = resolve_suites(args.data, spec.eval.suites, args.limit, args.online, held_out)
     device: Any = args.device
     if not args.base_url:  # the start-up check: the GPUs the spec gives `evaluate` must be there
         from venus_core.models.placement import DeviceError, job_device

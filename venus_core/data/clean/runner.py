@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from venus_core.data.clean.base import CLEAN_STEPS, AnyRecord, CleanOptions, StepReport
-from venus_core.data.schema import record_images
 from venus_core.data.store import DatasetReader, DatasetWriter
 
 
@@ -73,12 +72,7 @@ def clean_dataset(
         created_by="venus_core.data.clean",
     ) as writer:
         for r in cleaned:
-            for ref, _size, _field in record_images(r):
-                try:
-                    writer.image_size(ref)
-                except KeyError:
-                    writer.put_image(reader.image_path(ref).read_bytes())
-            writer.write(r)
+            writer.copy_record(r, reader)
     with open(out / "dropped.jsonl", "w", encoding="utf-8") as f:
         for step, r, why in dropped:
             f.write(

@@ -98,8 +98,8 @@ def _instruction(rng: random.Random, d: str, lang: str) -> str:
 
 
 def grounding_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, seed: int,
-                     idx: int) -> GroundingSample:
-    """An instruction naming one element of a screen -> its box; ~10 % refusals."""
+                     idx: int, refusal_share: float = REFUSAL_SHARE) -> GroundingSample:
+    """An instruction naming one element of a screen -> its box; `refusal_share` refusals."""
     for _ in range(20):
         _, _, screen = sample_screen(rng, level, c.view)
         targets = [w for w in screen.widgets if w.role in GROUNDABLE and w.description
@@ -110,7 +110,7 @@ def grounding_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWri
         raise RuntimeError(f"grounding sample {idx}: no screen with a nameable element")
     present = {describe(w, c.lang) for w in screen.widgets} | set(screen.texts())
     absent = None
-    if rng.random() < REFUSAL_SHARE:
+    if rng.random() < refusal_share:
         for _ in range(10):
             _, _, other = sample_screen(rng, level, c.view)
             cands = [w for w in other.widgets if w.role in GROUNDABLE and w.description
@@ -203,12 +203,12 @@ def qa_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, se
 
 
 def _write(writer: DatasetWriter, domain: str, n: int, level: int, seed: int, platform: str,
-           size: tuple[int, int] | None) -> None:
+           size: tuple[int, int] | None, refusal_share: float) -> None:
     for i in range(n):
         rng = random.Random(f"{seed}:{domain}:{level}:{i}")
         c = _Ctx(rng, level, platform, size)
         if domain == "grounding":
-            writer.write(grounding_sample(rng, level, c, writer, seed, i))
+            writer.write(grounding_sample(rng, level, c, writer, seed, i, refusal_share))
         elif domain == "navigation":
             writer.write(trajectory(rng, level, c, writer, seed, i))
         else:
@@ -222,13 +222,16 @@ byte-identical dataset, manifest included."""
 
 def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *,
                platform: Literal["mobile", "web", "both"] = "both",
-               size: tuple[int, int] | None = None, overwrite: bool = False) -> Manifest:
+               size: tuple[int, int] | None = None, overwrite: bool = False,
+               refusal_share: float = REFUSAL_SHARE) -> Manifest:
     """Write `n` synthetic records of `kind` at curriculum `level` to the dataset `out_dir`.
 
     `vqa` splits n between perception and VQA questions in the mixture's proportion; `mixture`
     uses the UI-Venus-1.5 domain shares (20.8 / 22.1 / 24.8 / 32.3 %). Navigation records are
     whole `Trajectory` records (use `Trajectory.to_steps` for per-step samples). `size` overrides
-    the level's default image size (width, height).
+    the level's default image size (width, height). `refusal_share` is the chance that a grounding
+    sample names an element absent from its screen (answer `[-1,-1]`); the default keeps the
+    records of earlier versions byte-identical.
     """
     if kind not in KINDS:
         raise ValueError(f"synthesize: unknown kind {kind!r}; known: {', '.join(KINDS)}")
@@ -238,6 +241,8 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
         raise ValueError(f"synthesize: platform {platform!r} is not mobile, web or both")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"synthesize: n must be an integer >= 0, got {n!r}")
+    if not 0.0 <= refusal_share <= 1.0:
+        raise ValueError(f"synthesize: refusal_share must be in [0, 1], got {refusal_share!r}")
     if kind == "mixture":
         counts = mixture_counts(n)
     elif kind == "vqa":
@@ -249,7 +254,7 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
                        created_by=f"{GENERATOR}.synthesize({kind}, level={level}, seed={seed})",
                        created_at=SYNTH_EPOCH) as writer:
         for domain, k in counts.items():
-            _write(writer, domain, k, level, seed, platform, size)
+            _write(writer, domain, k, level, seed, platform, size, refusal_share)
         manifest = writer.close()
     return manifest
 
