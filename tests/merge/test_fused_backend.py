@@ -120,12 +120,12 @@ def test_sample_bounds_that_miss_fall_back_exactly(tmp_path: Path) -> None:
     g = torch.Generator().manual_seed(7)
     base = {"model.language_model.embed_tokens.weight": torch.zeros(n), "lm_head.weight": torch.zeros(40, 16)}
     models = []
+    runs, run = engine.SAMPLE_RUNS, engine.SAMPLE_RUN
     for s in range(3):
         d = torch.randn(n, generator=g) * 0.01
-        runs = 64
         for j in range(runs):
-            st = (n - 1024) * j // (runs - 1)
-            d[st:st + 1024] = 1e-6 * (s + 1)  # the sample sees only tiny magnitudes
+            st = (n - run) * j // (runs - 1)
+            d[st:st + run] = 1e-6 * (s + 1)  # the sample sees only tiny magnitudes
         models.append({"model.language_model.embed_tokens.weight": d, "lm_head.weight": torch.randn(40, 16) * 0.01})
     bp = write_ckpt(tmp_path / "base", base)
     mps = [write_ckpt(tmp_path / f"m{i}", m) for i, m in enumerate(models)]
@@ -231,8 +231,8 @@ def test_a_failed_merge_leaves_no_hashing_thread_or_open_output(tmp_path: Path) 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_threshold_sample_is_the_task_vectors_at_the_sampled_runs(tmp_path: Path, dtype: torch.dtype) -> None:
-    """Engine._sample: 64 evenly spaced runs of 1,024 task-vector entries in fp32; fp32 and bf16 are
-    gathered with numpy (bf16 as its bits, widened exactly), other dtypes with torch."""
+    """Engine._sample: SAMPLE_RUNS evenly spaced runs of SAMPLE_RUN task-vector entries in fp32; fp32
+    and bf16 are gathered with numpy (bf16 as its bits, widened exactly), other dtypes with torch."""
     from venus_core.merge.io import CheckpointReader
     from venus_core.merge.methods import TIES
     from venus_core.merge.verify import match_inputs
@@ -244,10 +244,11 @@ def test_threshold_sample_is_the_task_vectors_at_the_sampled_runs(tmp_path: Path
         job = next(j for j in match_inputs(base, models) if j.info.numel == 70_000)
         got = eng._sample(job)
         b, xs = load_dir(bp)[job.info.key].reshape(-1), [load_dir(p)[job.info.key].reshape(-1) for p in mps]
-        starts = [(70_000 - 1024) * j // 63 for j in range(64)]
-        idx = torch.cat([torch.arange(s, s + 1024) for s in starts])
+        runs, run = engine.SAMPLE_RUNS, engine.SAMPLE_RUN
+        starts = [(70_000 - run) * j // (runs - 1) for j in range(runs)]
+        idx = torch.cat([torch.arange(s, s + run) for s in starts])
         want = torch.stack([x[idx].to(torch.float32) - b[idx].to(torch.float32) for x in xs])
-        assert got.dtype == torch.float32 and got.shape == (2, 64 * 1024)
+        assert got.dtype == torch.float32 and got.shape == (2, runs * run)
         assert torch.equal(got, want)
     finally:
         for r in (base, *models):

@@ -15,6 +15,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
@@ -54,6 +55,8 @@ class MergeConfig(BaseModel):
     zero_sign: ZeroSign = "none"
     threshold_ties: TiePolicy = "index"
     parts: dict[Part, PartPolicy] = Field(default_factory=dict)
+    # the merge process's peak RSS stays within this (what the process holds when the merge starts -
+    # interpreter, torch, numba - is subtracted; at least a quarter of it is used either way)
     max_working_bytes: int = Field(default=1 << 30, ge=1 << 16)
     shard_bytes: int = Field(default=2 * (1 << 30), ge=1)
     backend: Backend = "fused"  # fused numba kernels; "torch" = the block-wise reference path
@@ -91,6 +94,25 @@ def _tied(base: Path) -> bool:
     cfg = json.loads(p.read_text())
     text = cfg.get("text_config") or {}
     return bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+
+
+KERNEL_RESERVE = 96 << 20  # what loading the compiled kernels (numba, LLVM) adds to RSS, measured ~70 MiB
+
+
+def resident_bytes() -> int:
+    """This process's resident set size now (Linux /proc; 0 where unavailable)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def working_budget(max_working_bytes: int) -> int:
+    """Bytes the engine may fill: `max_working_bytes` less what the process holds already and what
+    loading the kernels adds, so that the peak RSS stays within `max_working_bytes`; at least a
+    quarter of it (a caller that holds more than that already gets a merge that exceeds the bound)."""
+    return max(max_working_bytes - resident_bytes() - KERNEL_RESERVE, max_working_bytes // 4)
 
 
 def _global_thresholds(engine: Engine, jobs: list[TensorJob], density: float,
@@ -157,7 +179,8 @@ def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p:
            tokenizer: dict[str, str]) -> dict[str, object]:
     torch_threads = torch.get_num_threads()
     engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, cfg.threshold_ties,
-                    backend=cfg.backend, threads=cfg.threads or torch_threads)
+                    backend=cfg.backend, threads=cfg.threads or torch_threads,
+                    working_bytes=working_budget(cfg.max_working_bytes))
     if cfg.backend == "fused":
         # the fused kernels run on the engine's own worker threads; torch's few small ops (samples,
         # candidate selection) would otherwise start its intra-op pool, whose idle workers spin

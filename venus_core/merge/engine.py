@@ -73,6 +73,7 @@ class Engine(FusedBackend):
     _planner: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _sampling: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.working_bytes <= 0:
@@ -165,27 +166,51 @@ class Engine(FusedBackend):
     def _sample(self, job: TensorJob) -> torch.Tensor:
         """[M, s] task-vector sample: SAMPLE_RUNS contiguous runs spread evenly over the tensor.
 
-        Sliced from whole-tensor views (one mapping per input, no per-run calls); the pages it
-        touches are released by the pass over the blocks that follows."""
+        Sliced from whole-tensor views (one mapping per input, no per-run calls). The kernel maps
+        the cached pages around every faulting one (fault-around, 64 KiB), so 1,024 runs map up to
+        64 MiB of an input: unless the tensor is small (keeps_pages), each input's pages are
+        released as soon as it is gathered, and one thread samples at a time."""
         n = job.info.numel
         runs = [(0, n)] if n <= SAMPLE_RUNS * SAMPLE_RUN else [
             (st, st + SAMPLE_RUN) for st in ((n - SAMPLE_RUN) * j // (SAMPLE_RUNS - 1) for j in range(SAMPLE_RUNS))]
         b, xs = self._views(job, 0, n)
-        if b.dtype in (torch.float32, torch.bfloat16):  # one numpy gather per input (torch.cat of 64
-            # slices: ~10x slower); bf16 gathered as its bits and widened exactly (fused.chunk_f32)
-            idx = (np.asarray([s for s, _ in runs])[:, None] + np.arange(runs[0][1] - runs[0][0])).ravel()
+        keep = self.keeps_pages(job)
+        readers = [(self.base, job.info.key)] + list(zip(self.models, job.model_keys))
 
-            def gather(t: torch.Tensor) -> np.ndarray:
-                if t.dtype == torch.float32:
-                    return t.numpy().take(idx)
-                return (t.view(torch.int16).numpy().view(np.uint16).take(idx).astype(np.uint32) << 16).view(np.float32)
-            bn = gather(b)
-            return torch.from_numpy(np.stack([np.subtract(gather(x), bn) for x in xs]))
-        b32 = torch.cat([b[s:e] for s, e in runs]).to(torch.float32)
-        out = torch.empty(self.m, b32.numel(), dtype=torch.float32)
-        for i, x in enumerate(xs):
-            torch.sub(torch.cat([x[s:e] for s, e in runs]).to(torch.float32), b32, out=out[i])
-        return out
+        def done(i: int) -> None:  # input i (0: the base) is gathered
+            if not keep:
+                readers[i][0].release(readers[i][1])
+
+        with self._sampling:
+            if b.dtype in (torch.float32, torch.bfloat16):  # one numpy gather per input (torch.cat of
+                # many slices: ~10x slower); bf16 gathered as its bits and widened exactly (fused.chunk_f32)
+                idx = (np.asarray([s for s, _ in runs])[:, None] + np.arange(runs[0][1] - runs[0][0])).ravel()
+
+                def gather(t: torch.Tensor) -> np.ndarray:
+                    if t.dtype == torch.float32:
+                        return t.numpy().take(idx)
+                    bits = t.view(torch.int16).numpy().view(np.uint16).take(idx)
+                    return (bits.astype(np.uint32) << 16).view(np.float32)
+                bn = gather(b)
+                done(0)
+                rows = []
+                for i, x in enumerate(xs):
+                    rows.append(np.subtract(gather(x), bn))
+                    done(i + 1)
+                return torch.from_numpy(np.stack(rows))
+            b32 = torch.cat([b[s:e] for s, e in runs]).to(torch.float32)
+            done(0)
+            out = torch.empty(self.m, b32.numel(), dtype=torch.float32)
+            for i, x in enumerate(xs):
+                torch.sub(torch.cat([x[s:e] for s, e in runs]).to(torch.float32), b32, out=out[i])
+                done(i + 1)
+            return out
+
+    def keeps_pages(self, job: TensorJob) -> bool:
+        """Whether a threshold pass leaves a tensor's input pages mapped for the merge pass to
+        re-read soon (only small tensors: the pages count towards RSS until merged; with the
+        tensors planned ahead, at most a quarter of the working budget)."""
+        return (self.m + 1) * job.info.nbytes <= self.working_bytes // (4 * (PLAN_AHEAD + 1))
 
     def task_vector_chunks(self, job: TensorJob) -> Iterator[torch.Tensor]:
         """[M, c] fp32 task-vector blocks of one tensor, in flat order (threshold passes)."""

@@ -35,7 +35,10 @@ if TYPE_CHECKING:
 
 FUSED_BLOCK = 1 << 20  # elements per model per fused block (no temporaries: only the output)
 PLAN_AHEAD = 3  # tensors whose threshold passes run ahead of the merge (Engine.prepare), one thread each
-SAMPLE_RUNS, SAMPLE_RUN = 64, 1024  # threshold sample: evenly spaced contiguous runs
+# threshold sample: evenly spaced contiguous runs. Short runs at many places: updates correlated
+# along rows (per-row scales, untouched rows) made 64 runs of 1,024 miss the band in 8-10 tensors
+# of a merge (radix fallback), 1,024 runs of 64 in none (2026-12-02)
+SAMPLE_RUNS, SAMPLE_RUN = 1024, 64
 T = TypeVar("T")
 R = TypeVar("R")
 BlockResult = tuple[torch.Tensor, bool, np.ndarray, np.ndarray, np.ndarray]
@@ -66,11 +69,16 @@ class FusedBackend:
     """Mixin of engine.Engine: the fused backend's methods (self is the Engine)."""
 
     def fused_block_elems(self: "Engine", job: TensorJob) -> int:
-        """Elements per fused block: budget over (fp32 copies, scan buffers, output) x blocks in flight,
-        plus the output blocks waiting for the hashing thread (io.HASH_QUEUE, and the one it hashes)."""
+        """Elements per fused block: half the working budget over (mapped inputs, fp32 copies of
+        inputs that are neither fp32 nor bf16, scan values, fp32 output, output) x blocks in flight,
+        plus the output blocks waiting for the hashing thread (io.HASH_QUEUE, and the one it hashes).
+        The other half: threshold candidates and input pages kept between the passes (a quarter
+        each: candidate_cap, Engine.keeps_pages)."""
         itemsize = DTYPES[job.info.dtype].itemsize
-        per_elem = 4 * (self.m + 1) + 4 * self.m + 4 + itemsize
-        n = self.working_bytes // (per_elem * (2 * self.threads + 1) + itemsize * (HASH_QUEUE + 1))
+        m = self.m
+        converted = 0 if job.info.dtype in ("F32", "BF16") else 4 * (m + 1)
+        per_elem = itemsize * (m + 1) + converted + 4 * m + 4 + itemsize
+        n = (self.working_bytes // 2) // (per_elem * (2 * self.threads + 1) + itemsize * (HASH_QUEUE + 1))
         if n < 1:
             raise ValueError(f"max_working_bytes={self.max_working_bytes} is too small for one element "
                              f"of {job.info.key!r} ({per_elem} bytes of working memory per block in flight)")
@@ -130,11 +138,6 @@ class FusedBackend:
 
     # ---- the threshold pass (select.TensorPass's per-block work) ----
 
-    def _keeps_pages(self: "Engine", job: TensorJob) -> bool:
-        """Whether a threshold pass leaves a tensor's input pages mapped for the merge pass to
-        re-read soon (only small tensors: the pages count towards RSS until merged)."""
-        return (self.m + 1) * job.info.nbytes <= self.working_bytes // (4 * (PLAN_AHEAD + 1))
-
     def _scan(self: "Engine", job: TensorJob, band: Band, span: tuple[int, int]) -> BlockScan:
         """One block of the threshold pass (fused.scan_block): counts and the band's values."""
         s, e = span
@@ -148,7 +151,7 @@ class FusedBackend:
         fused.scan_block(bn, xn, band.lo, band.hi, band.live, band.heavy, above, heavy_n, mask, val, held)
         values = [val[i, : held[i]].copy() for i in range(self.m)]
         del bn, xn
-        if not self._keeps_pages(job):
+        if not self.keeps_pages(job):
             self._release(job, s, e)
         return BlockScan(above, heavy_n, values)
 
@@ -168,23 +171,28 @@ class FusedBackend:
         j = int(fused.nth_equal(self._kernel_array(b, 0, True), self._kernel_array(xs[i], i + 1, True),
                                 np.float32(value), r))
         del b, xs
+        if not self.keeps_pages(job):
+            self._release(job, s, e)
         return j
 
     def candidate_cap(self: "Engine", n: int) -> int:
         """Band values collected per model at most (4 bytes each, held until the tensor's
-        threshold is selected, then copied once): n / 16, and within the working budget shared by
-        the tensors planned ahead."""
-        budget = self.working_bytes // (8 * self.m * (PLAN_AHEAD + 1))
+        threshold is selected, when one model's are copied once): n / 16, and a quarter of the
+        working budget for the tensors planned ahead and the one being merged."""
+        budget = self.working_bytes // (4 * 4 * (self.m + 1) * (PLAN_AHEAD + 1))
         return max(1 << 12, min(n // 16, budget))
 
     def _unchanged(self: "Engine", job: TensorJob) -> bool:
-        """Whether every model holds the base's bytes for this tensor (one memcmp-like pass)."""
-        b, xs = self._views(job, 0, job.info.numel)
-        try:
-            return all(same_bytes(b, x) for x in xs)
-        finally:
+        """Whether every model holds the base's bytes for this tensor (a memcmp-like pass, block by
+        block, each released after: a frozen embedding is GBs)."""
+        for s, e in self.blocks(job, fused_blocks=True):
+            b, xs = self._views(job, s, e)
+            same = all(same_bytes(b, x) for x in xs)
             del b, xs
-            self._release(job, 0, job.info.numel)
+            self._release(job, s, e)
+            if not same:
+                return False
+        return True
 
     def plan_tensor(self: "Engine", job: TensorJob, k: int) -> TensorPlan:
         """Exact per-tensor thresholds of a large tensor: sample bounds, then one fused counting pass
