@@ -59,6 +59,50 @@ def use_text_first() -> None:
     prompts.build_messages = text_first  # type: ignore[assignment]
 
 
+def supervise_attention(model, processor, *, weight: float, layer: int, heads: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """Add `weight` x (-log attention mass on the target's visual token) of `heads` to the training loss.
+
+    The query positions are those that predict the answer tokens; the target token is the visual token
+    whose cell holds the answer point (parsed from the labels). Needs `model.attn_implementation=eager`.
+    """
+    import functools
+    import re
+
+    tok = processor.tokenizer
+    image_id = int(model.config.image_token_id)
+    merge = int(model.config.vision_config.spatial_merge_size)
+    plain = model.forward
+
+    @functools.wraps(plain)  # generate() inspects the signature
+    def forward(*args, **kw):  # type: ignore[no-untyped-def]
+        labels = kw.get("labels")
+        if labels is None or not model.training:
+            return plain(*args, **kw)
+        out = plain(*args, output_attentions=True, **kw)
+        att = out.attentions[layer][:, heads]
+        ids, grids = kw["input_ids"], kw["image_grid_thw"]
+        terms = []
+        for b in range(ids.shape[0]):
+            ans = (labels[b] != -100).nonzero().flatten()
+            m = re.search(r"\[(\d+),\s*(\d+)\]", tok.decode(labels[b][ans]))
+            if m is None:
+                continue
+            gh, gw = int(grids[b][1]) // merge, int(grids[b][2]) // merge
+            col, row = min(gw - 1, int(m[1]) * gw // 1000), min(gh - 1, int(m[2]) * gh // 1000)
+            pos = (ids[b] == image_id).nonzero().flatten()
+            if len(pos) != gh * gw:
+                raise ValueError(f"sample {b}: {len(pos)} visual tokens, grid {gh}x{gw}")
+            mass = att[b, :, ans - 1, pos[row * gw + col]]
+            terms.append(-torch.log(mass.clamp_min(1e-6)).mean())
+        if terms:
+            extra = torch.stack(terms).mean()
+            supervise_attention.last = float(extra.detach())  # type: ignore[attr-defined]
+            out.loss = out.loss + weight * extra
+        return out
+
+    model.forward = forward
+
+
 class _Print:
     """Prints held-out rates as training logs them."""
 
@@ -69,6 +113,9 @@ class _Print:
         shown = {k: round(v, 3) for k, v in metrics.items() if k.startswith("eval/") and k.endswith(("hit", "refusal"))}
         if shown:
             print(json.dumps({"l1_step": step, **shown}), flush=True)
+        elif "train/loss" in metrics and step % 100 == 0:
+            print(json.dumps({"l1_step": step, "loss": round(metrics["train/loss"], 4),
+                              "attn": round(getattr(supervise_attention, "last", float("nan")), 3)}), flush=True)
 
     def log_artifact(self, path: object, name: object = None) -> None:
         pass
@@ -96,6 +143,13 @@ def main() -> None:
     ap.add_argument("--l1-lr", type=float, default=0.0, help="level-1 stage learning rate (0 = mid_train.lr)")
     ap.add_argument("--text-first", action="store_true",
                     help="put the instruction before the screenshot in the user turn (image tokens can attend to it)")
+    ap.add_argument("--attn-sup", type=float, default=0.0,
+                    help="weight of an attention-supervision loss: one head's attention from the answer to the target's visual token")
+    ap.add_argument("--attn-layer", type=int, default=-1)
+    ap.add_argument("--attn-heads", default="0", help="comma-separated heads of --attn-layer")
+    ap.add_argument("--l1-qa", type=float, default=0.0,
+                    help="share of level-1 perception questions (colour / text / kind of the element in a region) in the level-1 stage")
+    ap.add_argument("--train-only", default="", help="regex: train only the parameters whose name matches")
     args = ap.parse_args()
 
     if args.text_first:  # before anything imports build_messages by name
@@ -139,6 +193,15 @@ def main() -> None:
     else:
         model, processor = load_model("tiny", spec.model, "cpu", tiny_dir=work / "init")
     env = DistEnv(0, 1, 0, torch.device("cpu"), "single")
+    if args.train_only:
+        import re
+
+        for name, param in model.named_parameters():
+            param.requires_grad_(re.search(args.train_only, name) is not None)
+        print(json.dumps({"trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}), flush=True)
+    if args.attn_sup:
+        supervise_attention(model, processor, weight=args.attn_sup, layer=args.attn_layer,
+                            heads=[int(h) for h in args.attn_heads.split(",")])
     if args.qk_lr_mult != 1.0:  # train_sft builds torch.optim.AdamW(params, lr=...): split its params
         qk = {id(p) for n, p in model.named_parameters()
               if "language_model" in n and (".q_proj." in n or ".k_proj." in n)}
@@ -151,10 +214,10 @@ def main() -> None:
 
         torch.optim.AdamW = grouped  # type: ignore[misc,assignment]
 
-    def data(level: int, n: int, seed: int, tag: str = "") -> Path:
-        d = work / f"level{level}{tag}-n{n}-s{seed}"
+    def data(level: int, n: int, seed: int, tag: str = "", kind: str = "grounding") -> Path:
+        d = work / f"{kind}-level{level}{tag}-n{n}-s{seed}"
         if not (d / "manifest.json").is_file():
-            synthesize("grounding", n, level, seed, d, platform="both")
+            synthesize(kind, n, level, seed, d, platform="both")  # type: ignore[arg-type]
         return d
 
     def corpus(*dirs: Path) -> Corpus:
@@ -206,8 +269,15 @@ def main() -> None:
         pool = [it for v in l0.train.values() for it in v]
         random.Random(args.seed).shuffle(pool)
         train["grounding"] = train.get("grounding", []) + (pool * (1 + n_replay // max(1, len(pool))))[:n_replay]
+    mixture = GROUNDING_ONLY
+    if args.l1_qa:
+        from venus_core.config.spec import MixtureSpec
+
+        qa = corpus(data(1, 8000, 1101, kind="vqa"))
+        train["perception"] = list(qa.train["perception"])
+        mixture = MixtureSpec(perception=args.l1_qa, vqa=0.0, grounding=1.0 - args.l1_qa, navigation=0.0)
     stage = Corpus(train=train, held_out=l1.held_out, sources=list(l1.sources))
-    r = train_sft(model, processor, stage, GROUNDING_ONLY, cfg(args.l1_steps, 2, args.eval_every, args.l1_lr), env,
+    r = train_sft(model, processor, stage, mixture, cfg(args.l1_steps, 2, args.eval_every, args.l1_lr), env,
                   ckpt_dir=work / "ck2", eval_limit=args.eval_limit, tracker=_Print())
     for h in r.history:
         print(json.dumps({"l1": h}), flush=True)
@@ -218,6 +288,7 @@ def main() -> None:
     (work / "select.json").write_text(json.dumps({"args": vars(args), "log": log,
                                                   "l1_history": r.history}, indent=1, default=str))
     model.save_pretrained(work / "model")
+    processor.save_pretrained(work / "model")
 
 
 if __name__ == "__main__":
