@@ -26,6 +26,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from venus_core.config.registry import MERGE_METHODS
+from venus_core.merge import mergekit_compat
 from venus_core.merge import methods as _methods  # noqa: F401 - registers the built-in methods
 from venus_core.merge.engine import PLAN_AHEAD, Backend, Engine, FusedLaunch, TensorPlan
 from venus_core.merge.io import REPORT_NAME, CheckpointReader, ShardedWriter, copy_non_weight_files, write_manifest
@@ -53,7 +54,11 @@ class MergeConfig(BaseModel):
     trim_scope: Literal["tensor", "model"] = "tensor"
     election: Election = "mass"
     zero_sign: ZeroSign = "none"
-    threshold_ties: TiePolicy = "index"
+    # "argsort": the tied entries mergekit keeps (its sort's order; whole tensors in memory: parity only)
+    threshold_ties: Literal["index", "keep", "argsort"] = "index"
+    # "mergekit": every step rounded to the checkpoint dtype as mergekit computes it (parity only,
+    # mergekit_compat.py); "fp32": computed in fp32, rounded once
+    arithmetic: Literal["fp32", "mergekit"] = "fp32"
     parts: dict[Part, PartPolicy] = Field(default_factory=dict)
     # the merge process's peak RSS stays within this (what the process holds when the merge starts -
     # interpreter, torch, numba - is subtracted; at least a quarter of it is used either way)
@@ -65,7 +70,14 @@ class MergeConfig(BaseModel):
     @model_validator(mode="after")
     def _known_method(self) -> "MergeConfig":
         MERGE_METHODS.get(self.method)  # unknown name -> error listing the known ones
+        mergekit_compat.check_options(self.method, self.election, self.zero_sign, self.arithmetic,
+                                      self.trim_scope, self.threshold_ties)
         return self
+
+    @property
+    def parity(self) -> bool:
+        """Whether a parity mode (mergekit's arithmetic or tie order) merges the float tensors."""
+        return self.arithmetic == "mergekit" or self.threshold_ties == "argsort"
 
     @classmethod
     def mergekit_ties(cls, **kw: object) -> "MergeConfig":
@@ -178,8 +190,9 @@ def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p:
            out_p: Path, base_r: CheckpointReader, model_rs: list[CheckpointReader], jobs: list[TensorJob],
            tokenizer: dict[str, str]) -> dict[str, object]:
     torch_threads = torch.get_num_threads()
-    engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, cfg.threshold_ties,
-                    backend=cfg.backend, threads=cfg.threads or torch_threads,
+    ties: TiePolicy = "index" if cfg.threshold_ties == "argsort" else cfg.threshold_ties
+    engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, ties,
+                    backend="torch" if cfg.parity else cfg.backend, threads=cfg.threads or torch_threads,
                     working_bytes=working_budget(cfg.max_working_bytes))
     if cfg.backend == "fused":
         # the fused kernels run on the engine's own worker threads; torch's few small ops (samples,
@@ -212,7 +225,7 @@ def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: P
         for p in PARTS:
             pj = [j for j in jobs if j.part == p and j.is_float]
             if pj and not policy[p].copy_base and density[p] < 1.0:
-                shared[p] = _global_thresholds(engine, pj, density[p], cfg.threshold_ties)
+                shared[p] = _global_thresholds(engine, pj, density[p], engine.ties)
 
     tied = _tied(base_p)
     digests = {k: hashlib.sha256() for k in (EMBED_KEY, LM_HEAD_KEY)} if tied else {}
@@ -264,6 +277,10 @@ def _write_tensors(engine: Engine, cfg: MergeConfig, jobs: list[TensorJob], writ
         cur = ahead.pop(i)
         merged = j.is_float and not policy[j.part].copy_base
         opt = CombineOptions(lam[j.part], cfg.election, cfg.zero_sign)
+        if merged and cfg.parity:
+            stats.append(mergekit_compat.merge_tensor(engine, j, writer, opt, density[j.part], cfg.arithmetic,
+                                                      cfg.threshold_ties, d))
+            continue
         # a fused tensor is launched before the previous one is written, so that one's last
         # blocks and this one's first share the workers (Engine.finish_fused)
         nxt = engine.launch_fused(j, writer, opt, density[j.part], shared.get(j.part), d, cur) \

@@ -57,6 +57,16 @@ Backend = Literal["fused", "torch"]
 __all__ = ["BLOCK_ELEMS", "FUSED_BLOCK", "PLAN_AHEAD", "Backend", "Engine", "FusedLaunch", "TensorPlan"]
 
 
+def write_merged(key: str, out: torch.Tensor, writer: ShardedWriter, digest: "hashlib._Hash | None") -> None:
+    """Write a merged block (torch path) after checking it is finite, and feed the tensor's digest."""
+    err = non_finite_error(f"merged tensor {key!r}", out.to(torch.float32))
+    if err:
+        raise ValueError(err + " (overflow while merging)")
+    writer.write(out)
+    if digest is not None:
+        digest.update(raw_bytes(out).numpy())
+
+
 @dataclass
 class Engine(FusedBackend):
     base: CheckpointReader
@@ -297,12 +307,7 @@ class Engine(FusedBackend):
             out = (b32 + combined.delta).to(out_dtype)
             del b, b32, combined
             self._release(job, s, e)
-            err = non_finite_error(f"merged tensor {info.key!r}", out.to(torch.float32))
-            if err:
-                raise ValueError(err + " (overflow while merging)")
-            writer.write(out)
-            if digest is not None:
-                digest.update(raw_bytes(out).numpy())
+            write_merged(info.key, out, writer, digest)
         if stats.chunks and stats.identical_chunks == stats.chunks:
             stats.mode = "unchanged"
         return stats
