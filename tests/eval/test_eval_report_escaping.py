@@ -21,6 +21,7 @@ from venus_core.eval.navigation import evaluate_nav_offline
 from venus_core.eval.online import summarize
 from venus_core.eval.report import render_report
 from venus_core.eval.results import EvalResult
+from venus_core.eval.viewer import online_html
 
 
 def payload(field: str) -> str:
@@ -110,3 +111,21 @@ def test_every_shown_field_is_escaped(tmp_path: Path) -> None:
     missing = [f for f in fields if payload(f) not in shown]
     assert missing == [], f"not shown as text (dropped, truncated or parsed as markup): {missing}"
     assert f"Type(content='{payload('action')}')" in shown  # the predicted action, verbatim
+
+
+def test_online_frames_only_as_image_data_urls() -> None:
+    """A result file's frames go into `src`: a hostile one (quotes, a script URL) is refused, shown as text."""
+    good = "data:image/png;base64,iVBORw0KGgo="
+    hostile = ['x" onerror="alert(1)', "javascript:alert(1)", 'data:image/png;base64,AA" onload="x']
+    result = _online()
+    step = result.samples[0]["trajectory"][0]
+    result.samples[0]["trajectory"] = [dict(step, step=k) for k in range(4)]
+    result.samples[0]["frames"] = [good, *hostile]
+    page = Page()
+    page.feed(online_html(result, 8))
+    page.close()
+    srcs = [dict(attrs)["src"] for tag, attrs in page.tags if tag == "img"]
+    assert srcs == [good]
+    for tag, attrs in page.tags:
+        assert not any(k.lower().startswith("on") for k, _ in attrs), (tag, attrs)
+    assert "".join(page.text).count("is not an image data URL") == 3

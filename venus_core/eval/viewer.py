@@ -10,6 +10,7 @@ results carry their own screens (the first episodes', annotated when they were r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from html import escape
 from typing import Any
@@ -126,6 +127,19 @@ def viewer_html(result: EvalResult, limit: int, open_image: OpenImage | None = N
     raise ValueError(f"no viewer for evaluator {result.evaluator!r}")
 
 
+_FRAME_URL = re.compile(r"data:image/(png|jpeg|webp);base64,[A-Za-z0-9+/]*={0,2}")
+
+
+def _frame_img(frame: object, where: str) -> str:
+    """An episode's kept screen: only an image data URL is put in `src` (a result file is data, and a
+    hostile one could otherwise add attributes or a script URL); anything else is shown as not kept."""
+    if not frame:
+        return '<div class="noimg">screen not kept</div>'
+    if not isinstance(frame, str) or _FRAME_URL.fullmatch(frame) is None:
+        return f'<div class="noimg">screen not shown: {escape(where)} is not an image data URL</div>'
+    return f'<img alt="screen" src="{frame}"/>'
+
+
 def online_html(result: EvalResult, limit: int) -> str:
     """Episodes of an online run, in task order, up to `limit` steps; screens where they were kept."""
     blocks: list[str] = []
@@ -137,7 +151,7 @@ def online_html(result: EvalResult, limit: int) -> str:
         cards = []
         for k, step in enumerate(ep["trajectory"][: max(0, limit - shown)]):
             frame = ep["frames"][k] if k < len(ep["frames"]) else None
-            img = f'<img alt="screen" src="{frame}"/>' if frame else '<div class="noimg">screen not kept</div>'
+            img = _frame_img(frame, f"{ep['id']} step {step['step']}")
             ok = _verdict(step["valid"], "executed" if step["valid"] else "invalid")
             err = f'<br/>error: {escape(step["error"])}' if step.get("error") else ""
             cards.append(f'<figure class="card">{img}<figcaption><b>step {step["step"]}</b> {ok}<br/>'
