@@ -1,35 +1,54 @@
-"""Benchmark: `venus merge --method ties` vs mergekit TIES on a ~1 GB Qwen2 checkpoint.
+"""Benchmark: `venus merge --method ties` vs mergekit's TIES on checkpoints like real fine-tunes.
 
-Creates (once) mergekit's own virtual env (never a project dependency), generates a base and
-three fine-tuned variants, measures the I/O floor (read every input byte + write one output),
-then runs mergekit and ours under `/usr/bin/time -v` with the same TIES settings, ours configured
-to mergekit's semantics (weighted-mass sign election, zero sign positive, weighted disjoint mean,
-k = max(1, int(density * n)) per tensor). Prints wall time, peak RSS, the ratios to the targets
-and the max |difference| between the two outputs.
+One invocation runs every kind of `kinds.py` (bf16 fine-tunes with mostly-zero task vectors,
+frozen parts, heavy-tailed row-correlated updates, sharded inputs with an index file, Qwen3-VL
+with a vision tower and a tied or untied head, the shipped tiny bootstrap model) beside mergekit
+and prints, per kind, wall time, CPU time and peak RSS of both commands (ours: the `venus` console
+script's entry point, `ours.py`, at its default settings; median of --runs, RSS the largest) with
+the ratios to the targets (wall <= 0.1x mergekit's, peak RSS <= 1 GiB). Then, at mergekit's
+settings (`--mergekit-semantics --weights 1 1 1`), how many elements differ from mergekit's output
+and why, each difference attributed by changing one ingredient at a time:
+- "threshold ties": our fp32 merge with mergekit's choice of tied entries (threshold_ties="argsort")
+  equals mergekit's element;
+- "arithmetic": the choice of tied entries does not change our element, mergekit's arithmetic
+  (arithmetic="mergekit": every step rounded to the checkpoint dtype) does;
+- "ties and arithmetic": both needed; "unexplained": not even both reproduce mergekit's element;
+and the parity mode (both switches) against mergekit, bitwise (target >= 99.9 % equal).
 
-    .venv/bin/python benchmarks/merge_vs_mergekit/run.py            # ~1 GB fp32 per checkpoint
-    .venv/bin/python benchmarks/merge_vs_mergekit/run.py --layers 2  # quick smoke run
+mergekit runs from its own virtual env (/tmp/venus-mergekit-venv: torch==2.13.0 CPU + mergekit,
+created on first use; never a project dependency) under /usr/bin/time -v, like ours.
+
+    .venv/bin/python benchmarks/merge_vs_mergekit/run.py                 # every kind, ~1 GB checkpoints
+    .venv/bin/python benchmarks/merge_vs_mergekit/run.py --size small    # ~0.2-0.7 GB, for development
+    .venv/bin/python benchmarks/merge_vs_mergekit/run.py --kinds frozen sharded --runs 1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import mmap
+import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+import kinds as kinds_mod  # noqa: E402  (this directory's generator)
+
+TARGET_WALL = 0.1
+TARGET_RSS_MIB = 1024
+PARITY_TARGET = 99.9
 
 
 def ensure_venv(venv: Path) -> Path:
@@ -44,245 +63,279 @@ def ensure_venv(venv: Path) -> Path:
     return exe
 
 
-def qwen2_config(layers: int) -> dict[str, object]:
-    return {
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 1024,
-        "intermediate_size": 2816, "num_hidden_layers": layers, "num_attention_heads": 16,
-        "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-6, "rope_theta": 1e6, "tie_word_embeddings": False, "torch_dtype": "float32",
-        "hidden_act": "silu", "use_sliding_window": False,
-    }
+@dataclass
+class Timing:
+    wall: float
+    cpu: float
+    rss_mib: float
+    merge_s: float | None = None  # ours: the merge itself, as the command reports it
 
 
-def shapes(layers: int) -> dict[str, tuple[int, ...]]:
-    h, i, v, kv = 1024, 2816, 32000, 256
-    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,),
-                                       "lm_head.weight": (v, h)}
-    for n in range(layers):
-        p = f"model.layers.{n}."
-        out |= {p + "self_attn.q_proj.weight": (h, h), p + "self_attn.q_proj.bias": (h,),
-                p + "self_attn.k_proj.weight": (kv, h), p + "self_attn.k_proj.bias": (kv,),
-                p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.v_proj.bias": (kv,),
-                p + "self_attn.o_proj.weight": (h, h), p + "mlp.gate_proj.weight": (i, h),
-                p + "mlp.up_proj.weight": (i, h), p + "mlp.down_proj.weight": (h, i),
-                p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,)}
-    return out
+class CommandFailed(RuntimeError):
+    """A timed command exited non-zero; `reason` is the last error line of its output."""
+
+    def __init__(self, cmd: str, output: str) -> None:
+        errors = [line.strip() for line in output.splitlines() if re.match(r"^\w*(Error|Exception)\b", line.strip())]
+        self.reason = errors[-1] if errors else output.strip().splitlines()[-1:]
+        super().__init__(f"{cmd} failed:\n{output[-3000:]}")
 
 
-def generate(work: Path, layers: int, dtype: str = "float32") -> list[Path]:
-    dirs = [work / n for n in ("base", "ft0", "ft1", "ft2")]
-    if all((d / "model.safetensors").exists() for d in dirs):
-        return dirs
-    cfg = qwen2_config(layers) | {"torch_dtype": dtype}
-    for i, d in enumerate(dirs):
-        d.mkdir(parents=True, exist_ok=True)
-        tensors = {}
-        for j, (k, s) in enumerate(sorted(shapes(layers).items())):
-            t = torch.randn(s, generator=torch.Generator().manual_seed(j)) * 0.02
-            if i:  # a fine-tune: dense small update, different per specialist
-                t += torch.randn(s, generator=torch.Generator().manual_seed(1000 * i + j)) * 0.002
-            tensors[k] = t.to(getattr(torch, dtype))  # bf16: rounded once, like a bf16 checkpoint
-        save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
-        (d / "config.json").write_text(json.dumps(cfg, indent=1))
-        del tensors
-    return dirs
-
-
-def evict(dirs: list[Path]) -> None:
-    """Drop the checkpoints' pages from the page cache (`posix_fadvise(DONTNEED)`: no root needed,
-    unlike /proc/sys/vm/drop_caches, and the interpreter's own libraries stay cached, so only the
-    checkpoints' I/O is cold). Clean pages only: the inputs are never written."""
-    for d in dirs:
-        for f in sorted(d.glob("*.safetensors")):
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
-def io_floor(inputs: list[Path], out: Path, naive: bool = True) -> tuple[float, float]:
-    """(seconds, seconds with a malloc'd buffer): read every input byte, write one output-sized file
-    (without `naive`, only the first figure is measured and returned twice).
-
-    The floor uses a page-aligned 1 MiB buffer. A malloc'd one (a bytearray) starts 16 bytes into
-    a page; on AMD Zen the kernel's copy between the page cache and a buffer at such a short
-    distance runs ~3x slower (venus_core/merge/io.py, copy alignment), so that second figure is
-    only printed to show how much a naive floor overstates the real one (earlier versions of this
-    benchmark measured that one)."""
-    size = sum(f.stat().st_size for f in inputs[0].glob("*.safetensors"))
-    times = []
-    for buf in (mmap.mmap(-1, 1 << 20), bytearray(64 << 20))[: 2 if naive else 1]:
-        view = memoryview(buf)
-        t0 = time.perf_counter()
-        for d in inputs:
-            for f in sorted(d.glob("*.safetensors")):
-                with open(f, "rb", buffering=0) as fh:
-                    while fh.readinto(view):
-                        pass
-        with open(out, "wb", buffering=0) as fh:
-            left = size
-            while left:
-                left -= fh.write(view[: min(left, len(view))])
-        times.append(time.perf_counter() - t0)
-        out.unlink()
-        view.release()
-    return times[0], times[-1]
-
-
-def timed(cmd: list[str], env: dict[str, str], out: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """(wall seconds, peak RSS MiB, CPU seconds user + system) of a command under GNU time.
+def timed(cmd: list[str], env: dict[str, str]) -> Timing:
+    """Wall seconds, CPU seconds (user + system) and peak RSS of a command under GNU time.
 
     CPU seconds are reported too because the benchmark machine is shared: wall time depends on
     the other load, CPU time much less."""
     res = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, capture_output=True, text=True)
     if res.returncode:
-        raise RuntimeError(f"{cmd[0]} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    if out is not None:
-        out["stdout"] = res.stdout
+        raise CommandFailed(cmd[0], res.stdout + res.stderr.split("\tCommand being timed")[0])
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", res.stderr).group(1)) / 1024
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", res.stderr).group(1)
     secs = 0.0
     for part in wall.split(":"):
         secs = secs * 60 + float(part)
     cpu = sum(float(re.search(rf"{k} time \(seconds\): (\S+)", res.stderr).group(1)) for k in ("User", "System"))
-    return secs, rss, cpu
+    merge_s = None
+    if res.stdout.lstrip().startswith("{"):
+        merge_s = float(json.loads(res.stdout)["seconds"])
+    return Timing(secs, cpu, rss, merge_s)
 
 
-def warm_up(root: Path, ours_cmd: list[str], env: dict[str, str], dtype: str = "float32") -> float:
-    """Run ours once on a one-layer model of the same dtype (compiles/caches the kernels, which
-    are specialised per input dtype); returns its wall seconds."""
-    small = root / ("L1" + ("" if dtype == "float32" else f"-{dtype}"))
-    base, *fts = generate(small, 1, dtype)
-    out = small / "out_warmup"
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = [ours_cmd[0], ours_cmd[1], "--method", "ties", "--base", str(base), "--models", *map(str, fts),
-           "--density", "0.2", "-o", str(out)]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, capture_output=True)
-    shutil.rmtree(out, ignore_errors=True)
-    return time.perf_counter() - t0
+def _files(d: Path) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for f in sorted(d.glob("*.safetensors")):
+        with safe_open(f, framework="pt") as h:
+            out |= dict.fromkeys(h.keys(), f)
+    return out
 
 
-def max_abs_diff(a: Path, b: Path) -> tuple[float, int, int]:
-    def tensors(d: Path) -> dict[str, Path]:
-        out = {}
-        for f in sorted(d.glob("*.safetensors")):
-            with safe_open(f, framework="pt") as h:
-                out |= {k: f for k in h.keys()}
-        return out
-    ta, tb = tensors(a), tensors(b)
-    if set(ta) != set(tb):
-        raise RuntimeError(f"outputs hold different tensors: {sorted(set(ta) ^ set(tb))[:5]}")
-    worst, nonequal, large = 0.0, 0, 0
-    for k in sorted(ta):
-        with safe_open(ta[k], framework="pt") as ha, safe_open(tb[k], framework="pt") as hb:
-            x, y = ha.get_tensor(k).float(), hb.get_tensor(k).float()
-        d = (x - y).abs()
-        worst = max(worst, float(d.max()))
-        nonequal += int((d > 0).sum())
-        large += int((d > 1e-6).sum())
-    return worst, nonequal, large
+@dataclass
+class Parity:
+    elements: int = 0
+    differ: int = 0  # ours (mergekit's settings) vs mergekit
+    ties: int = 0
+    arithmetic: int = 0
+    both: int = 0
+    unexplained: int = 0
+    parity_differ: int = 0  # the parity mode vs mergekit
+    max_diff: float = 0.0
+    max_diff_key: str = ""
+    only_one_side: list[str] = field(default_factory=list)
+
+    def equal_pct(self, differ: int) -> float:
+        return 100.0 * (self.elements - differ) / max(self.elements, 1)
+
+
+ROWS = 1 << 22  # elements compared at a time (four outputs: bounded memory)
+
+
+def attribute(ours: Path, ties_only: Path, parity: Path, mergekit: Path) -> Parity:
+    """Compare our output at mergekit's settings (A), the same with mergekit's tie order (D) and
+    the parity mode (C) with mergekit's (M), element by element (module docstring)."""
+    fa, fd, fc, fm = (_files(d) for d in (ours, ties_only, parity, mergekit))
+    res = Parity(only_one_side=sorted(set(fa) ^ set(fm)))
+    for key in sorted(set(fa) & set(fm)):
+        with safe_open(fa[key], framework="pt") as ha, safe_open(fd[key], framework="pt") as hd, \
+                safe_open(fc[key], framework="pt") as hc, safe_open(fm[key], framework="pt") as hm:
+            shape = ha.get_slice(key).get_shape()
+            rows = shape[0] if shape else 1
+            step = max(1, rows * ROWS // max(1, math.prod(shape)))
+            for r0 in range(0, rows, step):
+                a, d, c, m = (h.get_slice(key)[r0:r0 + step].reshape(-1) for h in (ha, hd, hc, hm))
+                bits = [x.view(torch.int16) if x.element_size() == 2 else x.view(torch.int32) for x in (a, d, c, m)]
+                ab, db, cb, mb = bits
+                wrong = ab != mb
+                res.elements += a.numel()
+                res.differ += int(wrong.sum())
+                res.parity_differ += int((cb != mb).sum())
+                explained = cb == mb
+                by_ties = wrong & (db == mb)
+                by_arith = wrong & ~by_ties & (ab == db) & explained
+                res.ties += int(by_ties.sum())
+                res.arithmetic += int(by_arith.sum())
+                res.both += int((wrong & ~by_ties & ~(ab == db) & explained).sum())
+                res.unexplained += int((wrong & ~by_ties & ~explained).sum())
+                if bool(wrong.any()):
+                    diff = float((a.float() - m.float()).abs().max())
+                    if diff > res.max_diff:
+                        res.max_diff, res.max_diff_key = diff, key
+    return res
+
+
+def parity_merges(base: Path, fts: list[Path], work: Path, density: float) -> dict[str, float]:
+    """Our merge with mergekit's tie order (D) and in the parity mode (C), in this process; seconds."""
+    from venus_core.merge import MergeConfig, merge_checkpoints
+
+    out = {}
+    for name, kw in (("ties_only", {"threshold_ties": "argsort"}),
+                     ("parity", {"threshold_ties": "argsort", "arithmetic": "mergekit"})):
+        shutil.rmtree(work / f"out_{name}", ignore_errors=True)
+        t0 = time.perf_counter()
+        merge_checkpoints(base, fts, work / f"out_{name}",
+                          MergeConfig.mergekit_ties(density=density, weights=[1.0] * len(fts), **kw))
+        out[name] = time.perf_counter() - t0
+    return out
+
+
+@dataclass
+class Row:
+    kind: kinds_mod.Kind
+    gib: float
+    params: int
+    unchanged: list[float]
+    mergekit: Timing | None
+    mergekit_error: str | None
+    ours: list[Timing]
+    ours_mk: Timing
+    parity: Parity | None
+    parity_s: dict[str, float]
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def run_kind(kind: kinds_mod.Kind, size: kinds_mod.Size, args: argparse.Namespace, mergekit: Path,
+             env: dict[str, str]) -> Row:
+    work = args.work / args.size
+    base, *fts = kinds_mod.generate(work, kind, size)
+    kdir = work / kind.name
+    nbytes = sum(f.stat().st_size for f in base.glob("*.safetensors"))
+    params = sum(math.prod(s) for s in _shapes(base).values())
+    unchanged = [kinds_mod.unchanged_fraction(base, f) for f in fts]
+    ours = [sys.executable, str(HERE / "ours.py"), "--method", "ties", "--base", str(base),
+            "--models", *map(str, fts), "--density", str(args.density),
+            "--max-working-bytes", str(args.max_working_bytes)]
+    mk_settings = ["--weights", *(["1"] * len(fts)), "--mergekit-semantics"]
+    for d in ("out_venus", "out_venus_mk", "out_mergekit"):
+        shutil.rmtree(kdir / d, ignore_errors=True)
+    # a first, untimed merge: compiles the kernels for this dtype on a fresh machine (cached on
+    # disk after) and reads the inputs once, so both tools find them in the page cache
+    subprocess.run([*ours, "-o", str(kdir / "out_venus")], env=env, check=True, capture_output=True)
+    mk, mk_error = None, None
+    if not args.skip_mergekit:
+        cfg = {"merge_method": "ties", "base_model": str(base), "dtype": kind.dtype,
+               "parameters": {"normalize": True, "int8_mask": False},
+               "models": [{"model": str(f), "parameters": {"weight": 1.0, "density": args.density}} for f in fts]}
+        (kdir / "mergekit.yml").write_text(json.dumps(cfg, indent=1))
+        try:
+            mk = timed([str(mergekit), str(kdir / "mergekit.yml"), str(kdir / "out_mergekit"), "--no-copy-tokenizer",
+                        "--no-write-model-card", "--quiet"], env)
+        except CommandFailed as exc:  # recorded: a checkpoint mergekit cannot merge is a finding too
+            mk_error = str(exc.reason)
+    runs = []
+    for _ in range(args.runs):
+        shutil.rmtree(kdir / "out_venus", ignore_errors=True)
+        runs.append(timed([*ours, "-o", str(kdir / "out_venus")], env))
+    ours_mk = timed([*ours, *mk_settings, "-o", str(kdir / "out_venus_mk")], env)
+    parity, parity_s = None, {}
+    if mk is not None and not args.no_parity:
+        parity_s = parity_merges(base, fts, kdir, args.density)
+        parity = attribute(kdir / "out_venus_mk", kdir / "out_ties_only", kdir / "out_parity", kdir / "out_mergekit")
+    for d in ("out_venus", "out_venus_mk", "out_mergekit", "out_ties_only", "out_parity"):
+        shutil.rmtree(kdir / d, ignore_errors=True)
+    if not args.keep_inputs:
+        shutil.rmtree(kdir, ignore_errors=True)
+    return Row(kind, nbytes / 2**30, params, unchanged, mk, mk_error, runs, ours_mk, parity, parity_s)
+
+
+def _shapes(d: Path) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for f in sorted(d.glob("*.safetensors")):
+        with safe_open(f, framework="pt") as h:
+            out |= {k: h.get_slice(k).get_shape() for k in h.keys()}
+    return out
+
+
+def report(rows: list[Row], args: argparse.Namespace, started: str, load: list[str]) -> None:
+    def f(x: float | None, fmt: str = ".1f") -> str:
+        return "-" if x is None else format(x, fmt)
+
+    print(f"\n`venus merge` vs mergekit, TIES density {args.density}, 3 fine-tunes, weights 1; {os.cpu_count()} CPUs; "
+          f"started {started}; load average before {' '.join(load)}, after "
+          f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+    print(f"ours: `venus merge --method ties --density {args.density} --max-working-bytes {args.max_working_bytes}` "
+          f"(defaults otherwise), median of {args.runs} runs (RSS: the largest); mergekit: one run; inputs in the page cache")
+    print("\n| kind | GiB per checkpoint | entries unchanged per fine-tune | mergekit wall / CPU / RSS | ours wall / CPU / RSS "
+          "(merge itself) | wall ratio (<= 0.1) | CPU ratio | RSS ours (<= 1 GiB) / mergekit |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        wall, cpu = median([t.wall for t in r.ours]), median([t.cpu for t in r.ours])
+        rss = max(t.rss_mib for t in r.ours)
+        merge_s = median([t.merge_s for t in r.ours if t.merge_s is not None])
+        mk = r.mergekit
+        print(f"| {r.kind.name} | {r.gib:.2f} ({r.params / 1e6:.0f} M, {r.kind.dtype}) | "
+              f"{', '.join(f'{u * 100:.0f} %' for u in r.unchanged)} | "
+              f"{f(mk and mk.wall)} s / {f(mk and mk.cpu)} s / {f(mk and mk.rss_mib, '.0f')} MiB | "
+              f"{wall:.1f} s / {cpu:.1f} s / {rss:.0f} MiB ({merge_s:.2f} s) | "
+              f"{f(mk and wall / mk.wall, '.3f')} | {f(mk and cpu / mk.cpu, '.3f')} | "
+              f"{rss:.0f} MiB / {f(mk and mk.rss_mib, '.0f')} MiB |")
+    for r in rows:
+        if r.mergekit_error:
+            print(f"\n{r.kind.name}: mergekit failed: {r.mergekit_error}")
+    if any(r.parity for r in rows):
+        print("\nAt mergekit's settings (`--mergekit-semantics --weights 1 1 1`): elements that differ from mergekit's "
+              "output, each attributed by changing one ingredient (run.py docstring); then the parity mode "
+              "(arithmetic 'mergekit' + threshold ties 'argsort') against mergekit, bitwise")
+        print("\n| kind | elements | ours = mergekit | differ | threshold ties | arithmetic | ties and arithmetic | "
+              "unexplained | max abs diff (tensor) | parity mode = mergekit (>= 99.9 %) | parity merges |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            p = r.parity
+            if p is None:
+                continue
+            extra = f"; tensors on one side only: {p.only_one_side}" if p.only_one_side else ""
+            print(f"| {r.kind.name} | {p.elements:,} | {p.equal_pct(p.differ):.3f} % | {p.differ:,} | {p.ties:,} | "
+                  f"{p.arithmetic:,} | {p.both:,} | {p.unexplained:,} | {p.max_diff:.3g} ({p.max_diff_key}) | "
+                  f"{p.equal_pct(p.parity_differ):.4f} % ({p.parity_differ:,} differ){extra} | "
+                  f"{', '.join(f'{k} {v:.0f} s' for k, v in r.parity_s.items())} |")
+    print("\nTargets per kind:")
+    for r in rows:
+        wall, rss = median([t.wall for t in r.ours]), max(t.rss_mib for t in r.ours)
+        mk = r.mergekit
+        verdict = [f"wall {wall / mk.wall:.3f}x mergekit ({'met' if wall <= TARGET_WALL * mk.wall else 'NOT met'})"
+                   if mk else f"wall: no mergekit figure ({'it failed' if r.mergekit_error else 'skipped'})",
+                   f"RSS {rss:.0f} MiB ({'met' if rss <= TARGET_RSS_MIB else 'NOT met'})"]
+        if r.parity:
+            pct = r.parity.equal_pct(r.parity.parity_differ)
+            verdict.append(f"parity {pct:.4f} % ({'met' if pct >= PARITY_TARGET else 'NOT met'}), "
+                           f"{r.parity.unexplained} unexplained")
+        print(f"  {r.kind.name}: " + "; ".join(verdict))
+    print("\ncommand: .venv/bin/python benchmarks/merge_vs_mergekit/run.py " + " ".join(sys.argv[1:]))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/venus-merge-bench"))
     ap.add_argument("--venv", type=Path, default=Path("/tmp/venus-mergekit-venv"))
-    ap.add_argument("--layers", type=int, default=16, help="16 -> ~1 GB fp32 per checkpoint")
+    ap.add_argument("--size", choices=sorted(kinds_mod.SIZES), default="full")
+    ap.add_argument("--kinds", nargs="+", default=None, help="kinds to run (default: all)")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs of ours per kind (median)")
     ap.add_argument("--density", type=float, default=0.2)
-    ap.add_argument("--max-working-bytes", type=int, default=256 << 20)
-    ap.add_argument("--skip-mergekit", action="store_true", help="time ours only (mergekit takes minutes)")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                    help="checkpoint dtype (real Qwen3-VL checkpoints are bf16; fp32 by default, as before)")
+    ap.add_argument("--max-working-bytes", type=int, default=1 << 30, help="ours (the `venus merge` default)")
+    ap.add_argument("--skip-mergekit", action="store_true", help="time ours only (no ratios, no parity)")
+    ap.add_argument("--no-parity", action="store_true", help="skip the parity merges and the attribution")
+    ap.add_argument("--keep-inputs", action="store_true", help="keep each kind's generated checkpoints")
     args = ap.parse_args()
+    size = kinds_mod.SIZES[args.size]
+    all_kinds = kinds_mod.kinds(size)
+    chosen = [k for k in all_kinds if args.kinds is None or k.name in args.kinds]
+    unknown = set(args.kinds or ()) - {k.name for k in all_kinds}
+    if unknown:
+        raise SystemExit(f"unknown kinds {sorted(unknown)}; known: {[k.name for k in all_kinds]}")
     mergekit = ensure_venv(args.venv)
-    work = args.work / (f"L{args.layers}" + ("" if args.dtype == "float32" else f"-{args.dtype}"))
-    base, *fts = generate(work, args.layers, args.dtype)
-    size = sum(f.stat().st_size for f in base.glob("*.safetensors"))
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    for d in ("out_mergekit", "out_venus"):
-        shutil.rmtree(work / d, ignore_errors=True)
-
-    cfg = {"merge_method": "ties", "base_model": str(base), "dtype": args.dtype,
-           "parameters": {"normalize": True, "int8_mask": False},
-           "models": [{"model": str(f), "parameters": {"weight": 1.0, "density": args.density}} for f in fts]}
-    (work / "mergekit.yml").write_text(json.dumps(cfg, indent=1))
-    mk_cmd = [str(mergekit), str(work / "mergekit.yml"), str(work / "out_mergekit"), "--no-copy-tokenizer",
-              "--no-write-model-card", "--quiet"]
-    ours_cmd = [sys.executable, str(HERE / "ours.py"), "--method", "ties", "--base", str(base),
-                "--models", *map(str, fts), "--weights", "1", "1", "1", "--density", str(args.density),
-                "--mergekit-semantics", "--max-working-bytes", str(args.max_working_bytes),
-                "-o", str(work / "out_venus")]
-
-    measured = [io_floor([base, *fts], work / "floor.tmp") for _ in range(3)]
-    floors = sorted(a for a, _ in measured)
-    floor = floors[1]  # median of three: the VM's page-cache copy speed varies run to run
-    naive_floor = sorted(b for _, b in measured)[1]
-    # JIT: the first `venus merge` on a machine compiles the fused kernels (cached on disk after);
-    # a one-layer warm-up merge measures that once, so the timed run below loads them from cache.
-    cold = warm_up(work.parent, ours_cmd, env, args.dtype)
-    load0 = Path("/proc/loadavg").read_text().split()[:3]
-    mk_wall = mk_rss = mk_cpu = float("nan")
-    if not args.skip_mergekit:
-        mk_wall, mk_rss, mk_cpu = timed(mk_cmd, env)
-    load1 = Path("/proc/loadavg").read_text().split()[:3]
-    runs = []  # three runs, medians reported: this VM's timings vary by ~20 % run to run (as the floor's)
-    for _ in range(3):
-        shutil.rmtree(work / "out_venus", ignore_errors=True)
-        got: dict[str, str] = {}
-        wall, rss, cpu = timed(ours_cmd, env, got)
-        runs.append((float(json.loads(got["stdout"])["seconds"]), wall, cpu, rss))
-    merge_runs = sorted(r[0] for r in runs)
-    merge_s = merge_runs[1]
-    our_wall, our_cpu = sorted(r[1] for r in runs)[1], sorted(r[2] for r in runs)[1]
-    our_rss = max(r[3] for r in runs)
-    load2 = Path("/proc/loadavg").read_text().split()[:3]
-    # the same with the checkpoints not in the page cache: the floor then does real I/O (and so does ours)
-    uncached: list[tuple[float, float, float]] = []  # (floor, merge itself, command wall) per round
-    for _ in range(3):
-        evict([base, *fts])
-        cold_floor = io_floor([base, *fts], work / "floor.tmp", naive=False)[0]
-        shutil.rmtree(work / "out_venus", ignore_errors=True)
-        evict([base, *fts])
-        got = {}
-        wall = timed(ours_cmd, env, got)[0]
-        uncached.append((cold_floor, float(json.loads(got["stdout"])["seconds"]), wall))
-
-    print(f"checkpoint: Qwen2 {args.layers} layers, {args.dtype}, {size / 2**30:.2f} GiB each; base + 3 fine-tunes; "
-          f"TIES density {args.density}, weights 1, normalize, lambda 1; {os.cpu_count()} CPUs, "
-          f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}")
-    print(f"load average (1/5/15 min) before mergekit {' '.join(load0)}, before ours {' '.join(load1)}, "
-          f"after {' '.join(load2)}")
-    print(f"I/O floor (read 4 inputs + write 1 output, page cache warm, page-aligned 1 MiB buffer): {floor:.2f} s "
-          f"(median of {', '.join(f'{x:.2f}' for x in floors)}); with a malloc'd 64 MiB buffer {naive_floor:.2f} s "
-          f"(misaligned kernel copies: not a floor, shown for comparison with earlier figures)")
-    print(f"mergekit {'':6}: wall {mk_wall:7.1f} s   CPU {mk_cpu:7.1f} s   peak RSS {mk_rss:8.0f} MiB")
-    print(f"venus merge   : wall {our_wall:7.1f} s   CPU {our_cpu:7.1f} s   peak RSS {our_rss:8.0f} MiB   "
-          f"(medians of 3 runs, RSS the largest; max_working_bytes {args.max_working_bytes >> 20} MiB); "
-          f"the merge itself {merge_s:.2f} s (median of {', '.join(f'{x:.2f}' for x in merge_runs)}: from "
-          f"opening the checkpoints to the manifest, in-process like the floor; the rest of the wall time is "
-          f"interpreter start and imports - torch alone ~2-4 s here, numba ~0.5 s. A 1-layer warm-up merge ran "
-          f"first so the kernels are compiled and cached: {cold:.1f} s)")
-    print(f"speed-up vs mergekit {mk_wall / our_wall:.2f}x wall, {mk_cpu / our_cpu:.2f}x CPU (target >= 2)   "
-          f"RSS ratio {our_rss / mk_rss:.2f} (target <= 0.5)")
-    print(f"vs I/O floor, page cache warm: the merge {merge_s / floor:.2f}x, the whole command "
-          f"{our_wall / floor:.2f}x (target <= 1.5)")
-    cf, cm, cw = (sorted(r[i] for r in uncached) for i in range(3))
-    print(f"inputs not in the page cache (evicted with posix_fadvise(DONTNEED) before every floor and every "
-          f"merge): I/O floor {cf[1]:.2f} s (median of {', '.join(f'{x:.2f}' for x in cf)}; reads "
-          f"{4 * size / 2**30:.2f} GiB from storage), the merge itself {cm[1]:.2f} s (median of "
-          f"{', '.join(f'{x:.2f}' for x in cm)}), the whole command {cw[1]:.1f} s")
-    print(f"vs I/O floor, inputs not cached: the merge {cm[1] / cf[1]:.2f}x (per round "
-          f"{', '.join(f'{m / f:.2f}' for f, m, _ in uncached)}), the whole command {cw[1] / cf[1]:.2f}x (target <= 1.5)")
-    if not args.skip_mergekit:
-        worst, nonequal, large = max_abs_diff(work / "out_mergekit", work / "out_venus")
-        why = ("threshold ties broken differently by mergekit's unstable argsort; the rest is fp32 summation order"
-               if args.dtype == "float32" else
-               "mergekit computes task vectors, trims and sums in bf16, rounding at every step; ours in fp32, "
-               "rounded once - its known bf16-arithmetic problem; the fp32 run shows the differences that remain")
-        print(f"max |venus - mergekit| = {worst:.3g}  ({nonequal} elements differ, {large} by more than 1e-6: {why})")
-    print("commands:\n  " + " ".join(mk_cmd) + "\n  " + " ".join(ours_cmd))
+    started = time.strftime("%Y-%m-%d %H:%M")
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    rows = []
+    for kind in chosen:
+        t0 = time.perf_counter()
+        print(f"{kind.name}: {kind.description} ...", flush=True)
+        rows.append(run_kind(kind, size, args, mergekit, env))
+        print(f"  done in {time.perf_counter() - t0:.0f} s", flush=True)
+    print("\nThe pipeline's own three specialists are not a kind here: producing them means running "
+          "score_data, mid_train and offline_rl x3 (~5 CPU-minutes on 2 cores, README) and they are 3 MB each, so "
+          "both tools' time would be start-up; tiny-bootstrap merges the shipped base of that pipeline instead.")
+    report(rows, args, started, load)
 
 
 if __name__ == "__main__":
