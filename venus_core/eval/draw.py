@@ -5,7 +5,8 @@ refusal point, scrolling the wrong way. The report's sample viewer shows each sc
 target (green: box and reference point or arrow) and the prediction (red for wrong, blue for
 right). Coordinates are in the 0–1000 frame and scaled to the image here. Screenshots are shrunk
 to `max_side` pixels and embedded as JPEG so that a report with dozens of 4K ScreenSpot-Pro
-screens stays a few MB and opens offline.
+screens stays a few MB and opens offline. Points and arrows are drawn over a white halo, so that a
+blue mark stays visible on a blue app bar.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from PIL import Image, ImageDraw
 REF = (22, 163, 74)
 GOOD = (37, 99, 235)
 BAD = (220, 38, 38)
+HALO = (255, 255, 255)
 
 
 def _xy(p: Sequence[int], size: tuple[int, int]) -> tuple[float, float]:
@@ -28,16 +30,21 @@ def _xy(p: Sequence[int], size: tuple[int, int]) -> tuple[float, float]:
 
 def _marker(d: ImageDraw.ImageDraw, p: Sequence[int], size: tuple[int, int], color: tuple[int, int, int], r: float) -> None:
     x, y = _xy(p, size)
-    d.ellipse([x - r, y - r, x + r, y + r], outline=color, width=max(2, int(r / 3)))
-    d.line([x - 1.6 * r, y, x + 1.6 * r, y], fill=color, width=max(1, int(r / 4)))
-    d.line([x, y - 1.6 * r, x, y + 1.6 * r], fill=color, width=max(1, int(r / 4)))
+    ring, stroke = max(2, int(r / 3)), max(1, int(r / 4))
+    for c, extra in ((HALO, 2), (color, 0)):  # halo first, the mark over it
+        d.ellipse([x - r - extra / 2, y - r - extra / 2, x + r + extra / 2, y + r + extra / 2], outline=c,
+                  width=ring + extra)
+        d.line([x - 1.6 * r, y, x + 1.6 * r, y], fill=c, width=stroke + extra)
+        d.line([x, y - 1.6 * r, x, y + 1.6 * r], fill=c, width=stroke + extra)
 
 
 def _arrow(d: ImageDraw.ImageDraw, a: Sequence[int], b: Sequence[int], size: tuple[int, int],
            color: tuple[int, int, int], width: int) -> None:
     (x1, y1), (x2, y2) = _xy(a, size), _xy(b, size)
-    d.line([x1, y1, x2, y2], fill=color, width=width)
-    d.ellipse([x2 - 2 * width, y2 - 2 * width, x2 + 2 * width, y2 + 2 * width], fill=color)
+    for c, extra in ((HALO, 2), (color, 0)):
+        d.line([x1, y1, x2, y2], fill=c, width=width + extra)
+        h = 2 * width + extra / 2
+        d.ellipse([x2 - h, y2 - h, x2 + h, y2 + h], fill=c)
 
 
 def _box(d: ImageDraw.ImageDraw, box: Sequence[int], size: tuple[int, int], color: tuple[int, int, int], width: int) -> None:

@@ -12,7 +12,8 @@ interval and the change from the first; grounding by level, refusal accuracy and
 navigation step success overall, per platform and per reference action type, so Click steps
 show apart from Finished steps; `comparison_rows` gives the same table as data),
 then one `result-<i>` section per result with its breakdown tables, bar charts and sample viewer
-(online results: task success by level and app, and the first episodes' screens step by step).
+(online results: task success by level and app, and the first episodes' screens step by step, one
+step at a time with previous / next, each episode with why it succeeded or failed).
 Every rate is shown with n and its 95 % Wilson interval.
 """
 
@@ -38,6 +39,12 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.ok{color:#15803d;font
 .cards{display:flex;flex-wrap:wrap;gap:12px}.card{margin:0;width:300px;border:1px solid #ddd;padding:6px;font-size:12px}
 .card img{width:100%;height:auto}.noimg{background:#eee;padding:20px;text-align:center}
 .episode{border-left:3px solid #93c5fd;padding-left:8px;margin-bottom:16px}code{font-size:11px;word-break:break-all}
+.why{font-size:13px;margin:4px 0}.stepbar{font-size:12px;margin:4px 0 8px}
+.stepper label{color:#1d4ed8;cursor:pointer;text-decoration:underline}.stepper .off{color:#9ca3af}
+.steps>input{position:absolute;opacity:0;width:1px;height:1px;margin:0}
+.steps>.step{display:none}.steps>input:checked+.step,.steps>input.all:checked~.step{display:block}
+.stepnav{font-size:12px;margin-bottom:4px;display:flex;justify-content:space-between;width:312px}
+.steps>input:focus-visible+.step .pos{outline:2px solid #93c5fd}
 """
 
 HEADLINE = {"grounding": ("overall", "accuracy"), "nav_offline": ("step_success", "step success rate"),
@@ -268,7 +275,7 @@ def result_section(i: int, res: EvalResult, viewer_limit: int) -> str:
             "simulated environment" if res.evaluator == "online" else "synthetic / other dataset")
     settings = ", ".join(f"{k}={v}" for k, v in res.settings.items() if k != "skipped_records")
     body = SECTIONS[res.evaluator](res)
-    viewer = viewer_html(res, viewer_limit) if viewer_limit > 0 else ""
+    viewer = viewer_html(res, viewer_limit, key=f"r{i}") if viewer_limit > 0 else ""
     return (f'<section id="result-{i}"><h2>{escape(res.display)} — {escape(res.suite)} '
             f'<span class="tag">{escape(kind)}</span></h2>'
             f'<p class="note">data: {escape(res.data)}; sources: {escape(str(res.sources))}; {escape(settings)}</p>'
