@@ -37,6 +37,8 @@ EvaluatorName = Annotated[str, _registered("eval_suites")]
 
 
 class Section(BaseModel):
-    """Base of every spec section: unknown keys are errors, assignments are validated."""
+    """Base of every spec section: unknown keys are errors, assignments are validated, and a float
+    field refuses NaN and ±inf (a NaN learning rate would train nothing without failing)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True,
+                              allow_inf_nan=False)

@@ -3,6 +3,12 @@
 Why: users edit YAML by hand and override fields from the command line (`--set k=v`), so errors
 must point at the file, the line and the field; the resolved spec must be printable and hashable
 (the hash goes into every run's provenance).
+
+Hostile files fail as `SpecError` too: a file over MAX_SPEC_BYTES, YAML nested past the parser's
+recursion limit, and aliases that repeat a subtree until the document expands past
+MAX_SPEC_VALUES values (a "billion laughs" file is a few hundred bytes) or refer to themselves
+(a cyclic document). Both the value walk and the line index are bounded, so such a file costs
+milliseconds, not the validator's exponential walk. YAML is read with libyaml when PyYAML has it.
 """
 
 from __future__ import annotations
@@ -19,33 +25,67 @@ from pydantic import ValidationError
 from venus_core.config.spec import AgentSpec
 
 
+MAX_SPEC_BYTES = 1 << 20
+"""Largest spec file read (the full template is ~40 kB)."""
+MAX_SPEC_VALUES = 100_000
+"""Most values (mappings, lists, scalars) a spec may expand to, aliases counted at each use."""
+MAX_SPEC_DEPTH = 64
+"""Deepest nesting of a spec (the real sections nest 5 deep)."""
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class SpecError(ValueError):
     """An agent spec could not be loaded; the message names the file, line and field."""
 
 
+def _safe_load(text: str) -> Any:
+    """yaml.safe_load (libyaml when available); RecursionError for nesting past the parser's limit."""
+    return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (CSafeLoader / SafeLoader)
+
+
 def _line_index(text: str) -> dict[tuple[str, ...], int]:
-    """Map each key path in a YAML document to its 1-based line number."""
+    """Map each key path in a YAML document to its 1-based line number (bounded, see module doc)."""
     index: dict[tuple[str, ...], int] = {}
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+        root = yaml.compose(text, Loader=_LOADER)
+    except (yaml.YAMLError, RecursionError):
         return index
-
-    def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
-        index[path] = node.start_mark.line + 1
+    stack: list[tuple[yaml.Node, tuple[str, ...]]] = [(root, ())] if root is not None else []
+    seen = 0
+    while stack and seen < MAX_SPEC_VALUES:
+        node, path = stack.pop()
+        seen += 1
+        index.setdefault(path, node.start_mark.line + 1)
+        if len(path) >= MAX_SPEC_DEPTH:
+            continue
         if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
+            for key, value in reversed(node.value):
                 sub = path + (str(key.value),)
                 index[sub] = key.start_mark.line + 1
-                walk(value, sub)
-                index[sub] = key.start_mark.line + 1
+                stack.append((value, sub))
         elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, path + (str(i),))
-
-    if root is not None:
-        walk(root, ())
+            stack.extend((item, path + (str(i),)) for i, item in reversed(list(enumerate(node.value))))
     return index
+
+
+def _check_expansion(data: Any, where: str) -> None:
+    """SpecError when `data` expands past MAX_SPEC_VALUES values or MAX_SPEC_DEPTH levels (aliases
+    followed at every use, so a cyclic document is caught too)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_SPEC_VALUES:
+            raise SpecError(f"{where}: the spec expands to more than {MAX_SPEC_VALUES} values (YAML aliases "
+                            "that repeat or contain themselves?); write the values out")
+        if depth > MAX_SPEC_DEPTH:
+            raise SpecError(f"{where}: the spec nests deeper than {MAX_SPEC_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def _format_errors(exc: ValidationError, where: str, lines: dict[tuple[str, ...], int]) -> str:
@@ -75,9 +115,11 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if not key.strip() or any(not p for p in path):
         raise SpecError(f"override {item!r}: empty key segment")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise SpecError(f"override {item!r}: value is not valid YAML: {exc}") from exc
+        value = _safe_load(raw) if raw.strip() else ""
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's 4,300 digits
+        raise SpecError(f"override {item!r}: value is not valid YAML: {str(exc)[:300]}") from None
+    except RecursionError:
+        raise SpecError(f"override {item!r}: value is nested too deeply") from None
     if isinstance(value, str) and _looks_like_float(value):
         value = float(value)  # YAML 1.1 reads '1e-6' as a string; users mean a number
     return path, value
@@ -135,10 +177,11 @@ def _index(part: str, node: list[Any], item: str) -> int:
 
 
 def spec_from_dict(data: dict[str, Any], *, where: str = "<spec>", text: str | None = None) -> AgentSpec:
-    lines = _line_index(text) if text is not None else {}
+    _check_expansion(data, where)
     try:
         return AgentSpec.model_validate(data)
     except ValidationError as exc:
+        lines = _line_index(text) if text is not None else {}
         raise SpecError(_format_errors(exc, where, lines)) from None
 
 
@@ -148,15 +191,22 @@ def read_spec_dict(path: str | Path) -> tuple[dict[str, Any], str, Path]:
     if p.is_dir():
         p = p / "agent.yaml"
     try:
+        size = p.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(f"{p}: {size} bytes; an agent spec is at most {MAX_SPEC_BYTES} bytes")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(f"{p}: no such agent spec") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{p}: not UTF-8 text: {exc}") from None
     except OSError as exc:
         raise SpecError(f"{p}: cannot read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{p}: not valid YAML: {exc}") from None
+        data = _safe_load(text)
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's 4,300 digits
+        raise SpecError(f"{p}: not valid YAML: {str(exc)[:500]}") from None
+    except RecursionError:
+        raise SpecError(f"{p}: not valid YAML: nested too deeply") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -205,6 +205,10 @@ class Session:
         except DaasError as err:
             self.refuse(err)
             return
+        except Exception as exc:  # a bug: fail closed (refuse, free the slot) rather than hang the client
+            log.exception("gateway shard %d: admission failed", gw.table.shard)
+            self.refuse(DaasError(f"internal error: {type(exc).__name__}"))
+            return
         if self.closed:  # the client left (or was revoked) while we connected
             if self.upstream.transport is not None:
                 self.upstream.transport.close()

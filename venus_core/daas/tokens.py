@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 
@@ -34,6 +35,34 @@ class Claims:
     client: str
     group: str
     exp: float  # unix time after which the token no longer admits connections
+
+
+def _claims(body: bytes) -> Claims:
+    """The claims of a signed body, checked for shape: signed but not ours is still refused.
+
+    Ids must be strings and `exp` a finite number (a NaN expiry would compare as never expired).
+    """
+    try:
+        raw = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON / not UTF-8, a 4,300+ digit number, deep nesting
+        raise TokenForged("bad token claims: not JSON") from None
+    if not isinstance(raw, dict):
+        raise TokenForged(f"bad token claims: a JSON {type(raw).__name__}, not an object")
+    missing = [k for k in ("lease", "device", "client", "group", "exp") if k not in raw]
+    if missing:
+        raise TokenForged(f"bad token claims: missing {', '.join(missing)}")
+    ids = {k: raw[k] for k in ("lease", "device", "client", "group")}
+    wrong = sorted(k for k, v in ids.items() if not isinstance(v, str))
+    if wrong:
+        raise TokenForged(f"bad token claims: {', '.join(wrong)} not a string")
+    exp = raw["exp"]
+    try:
+        finite = not isinstance(exp, bool) and isinstance(exp, (int, float)) and math.isfinite(float(exp))
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise TokenForged(f"bad token claims: exp {str(exp)[:40]!r} is not a finite number")
+    return Claims(exp=float(exp), **ids)
 
 
 def _b64(data: bytes) -> str:
@@ -77,17 +106,7 @@ class TokenSigner:
             raise TokenForged("malformed token") from exc
         if not hmac.compare_digest(mac, self._mac(body)):
             raise TokenForged("bad token signature")
-        try:
-            raw = json.loads(body)
-            claims = Claims(
-                lease=str(raw["lease"]),
-                device=str(raw["device"]),
-                client=str(raw["client"]),
-                group=str(raw["group"]),
-                exp=float(raw["exp"]),
-            )
-        except (ValueError, KeyError, TypeError) as exc:  # signed but not ours: still refuse
-            raise TokenForged(f"bad token claims: {exc}") from exc
+        claims = _claims(body)
         if (time.time() if now is None else now) >= claims.exp:
             raise TokenExpired(f"token of lease {claims.lease} expired")
         if device is not None and claims.device != device:

@@ -147,6 +147,17 @@ def chat_body(model: str, messages: Sequence[dict[str, Any]], max_tokens: int, *
     return body
 
 
+def reply_json(content: bytes, where: str, *, retryable: bool = False) -> Any:
+    """The JSON of a 200 reply's body, or ChatError: not JSON, not UTF-8, an integer longer than
+    Python parses (4,300 digits) or nesting deeper than the decoder's recursion limit."""
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise ChatError(f"{where}: reply is not JSON ({why}): {content[:200]!r}",
+                        retryable=retryable, status=200) from None
+
+
 def completion_texts(payload: Any) -> list[str]:
     """The message texts of a chat-completion reply, one per choice in index order; strict.
 
@@ -159,7 +170,13 @@ def completion_texts(payload: Any) -> list[str]:
     if not isinstance(choices, list) or not choices:
         raise ValueError("reply has no 'choices' list (or it is empty)")
     texts: list[str] = []
-    for k, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)):
+    def index(choice: Any) -> int:
+        value = choice.get("index", 0) if isinstance(choice, dict) else 0
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"a choice's index is {value!r}, not an integer")
+        return value
+
+    for k, choice in enumerate(sorted(choices, key=index)):
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict) or "content" not in message:
             raise ValueError(f"choices[{k}] has no message.content")
@@ -254,11 +271,7 @@ class ChatClient:
                             retry_after=retry_after_seconds(resp.headers.get("Retry-After")))
         if empty_ok and not resp.content.strip():
             return None
-        try:
-            return json.loads(resp.content)
-        except ValueError as exc:
-            raise ChatError(f"{where}: reply is not JSON ({exc}): {resp.content[:200]!r}",
-                            retryable=self.retry_malformed, status=200) from None
+        return reply_json(resp.content, where, retryable=self.retry_malformed)
 
     def post_once(self, body: dict[str, Any], label: str = "request") -> list[str]:
         """One HTTP attempt; the choices' texts, or ChatError (with `retryable` set)."""
@@ -357,4 +370,4 @@ class ChatClient:
 
 
 __all__ = ["ChatClient", "ChatError", "ChatGaveUp", "chat_body", "completion_texts", "image_data_url",
-           "retry_after_seconds", "to_openai_messages"]
+           "reply_json", "retry_after_seconds", "to_openai_messages"]

@@ -121,6 +121,9 @@ def parse_reply(text: str, kind: str, judge: str) -> Judgement:
         raise JudgeReplyError(
             f"reply is not one JSON object: {exc.msg} at char {exc.pos}: {text[:120]!r}"
         ) from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting past the limit
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
+        raise JudgeReplyError(f"reply is not one JSON object: {why}") from None
     if not isinstance(obj, dict):
         raise JudgeReplyError(f"reply is JSON {type(obj).__name__}, not an object")
     try:
