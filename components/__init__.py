@@ -1,4 +1,4 @@
-"""Kubeflow Pipelines components, one per pipeline job (ARCHITECTURE: job = runtime module = component).
+"""Kubeflow Pipelines components, one per pipeline job (docs/architecture.md, rule 3: job = runtime module = component).
 
 Each `components/<job>.py` holds one plain, typed function whose docstring is what the Kubeflow UI
 shows and whose body calls `venus_core.runtime.<job>.main` with `--spec/--set/--out` arguments.

@@ -1,4 +1,4 @@
-"""The one-way import rule of ARCHITECTURE.md, enforced on the source (every import statement,
+"""The one-way import rule of docs/architecture.md (rule 1), enforced on the source (every import statement,
 including those inside functions):
 
     pipelines -> components -> runtime -> (algorithms, io) -> config

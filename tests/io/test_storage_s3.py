@@ -1,6 +1,6 @@
 """The `s3://` artifact store against a real S3-protocol server on loopback.
 
-No MinIO server can be installed on these machines (see shared ENVIRONMENT.md), so the server is
+No MinIO server can be installed on the project's CI machines, so the server is
 moto's ThreadedMotoServer: it speaks the S3 HTTP protocol that the `minio` SDK uses in production.
 Retry behaviour is tested through a real loopback HTTP proxy in front of it that answers 503
 SlowDown (or 403) for a bounded number of requests, then forwards; no mocks of the SDK.

@@ -1,7 +1,7 @@
 """A minimal SFT warm start for the RL tests and the GRPO learning experiment (not a trainer).
 
 GRPO needs a policy that already answers in the right format and sometimes hits: this loop is
-plain AdamW over `collate` batches (answer-only labels), the recipe ENVIRONMENT.md measured
+plain AdamW over `collate` batches (answer-only labels), the recipe measured fastest on 2 CPU cores
 (batch 16, lr 2e-3, betas 0.9/0.98, clip 1). The project's mid-training stage replaces it.
 
 Run as a script to make the learning experiment's start checkpoint:

@@ -1,7 +1,7 @@
 """The agent spec: the one file a platform team edits to make a new GUI agent.
 
 Why one pydantic model: every stage reads its configuration from here and nowhere else
-(ARCHITECTURE rule 4). Unknown keys are errors, every field has a default and a one-line
+(docs/architecture.md, rule 4). Unknown keys are errors, every field has a default and a one-line
 description (the description is what `venus spec template` writes as a YAML comment), and the
 names of pluggable pieces are checked against the registries when the spec is loaded.
 

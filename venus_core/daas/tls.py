@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Client-side credentials come from the environment (ARCHITECTURE rule 4: endpoints and
+# Client-side credentials come from the environment (docs/architecture.md, rule 4: endpoints and
 # credentials only): file paths of the CA bundle, and of the client certificate and key for mTLS.
 CA_ENV, CERT_ENV, KEY_ENV = "VENUS_DAAS_CA", "VENUS_DAAS_CERT", "VENUS_DAAS_KEY"
 

@@ -1,6 +1,6 @@
 """AndroidEnv: the unified action space executed on any ADB device, the way UI-Venus does it.
 
-Why: UI-Venus-1.5 acts on phones through adb (REFERENCE.md): Click -> `input tap`, Scroll/Drag ->
+Why: UI-Venus-1.5 acts on phones through adb (the UI-Venus-1.5 report and repository): Click -> `input tap`, Scroll/Drag ->
 `input swipe` (~1000 ms), LongPress -> a swipe in place (~500 ms), Type -> the ADB keyboard's
 broadcast (clear first) when it is installed, else `input text`, Press* -> key events, Launch ->
 start the app's package; coordinates go from the 0–1000 frame to device pixels (x·W/1000, with

@@ -3,7 +3,8 @@
 Why: UI-Venus trains on many browsers at once; a Chromium process costs ~100 MB and a second or
 more to start, while a fresh *browser context* (isolated cookies, storage, pages) costs a few
 milliseconds. So every `WebEnv` in a process gets its own context in one shared browser
-(ENVIRONMENT.md: many contexts in one browser scale better than many browsers).
+(measured on the project's machines: many contexts in one browser scale better than many
+browsers).
 
 Playwright's async API runs on an asyncio loop in a daemon thread owned by `BrowserHost`; the
 `Env` interface is synchronous, so `BrowserHost.call(coro)` submits a coroutine to that loop and
@@ -11,8 +12,8 @@ waits for its result. Envs stepped from several Python threads therefore run con
 browser (the rollout workers and the parallel benchmark rely on this). The host is reference
 counted (`acquire` / `release`): the last env to close stops the browser and the loop thread.
 
-Departures: the browser is the Debian `chromium` (`executable_path="/usr/bin/chromium"`, flags from
-ENVIRONMENT.md), not Playwright's downloaded build, which cannot be fetched here. Scrollbars are
+Departures: the browser is the Debian `chromium` (`executable_path="/usr/bin/chromium"`, flags that keep
+it quiet in a container), not Playwright's downloaded build, which cannot be fetched here. Scrollbars are
 hidden so that a screenshot shows only page content.
 """
 

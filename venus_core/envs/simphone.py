@@ -1,6 +1,6 @@
 """The sim-phone env: AndroidEnv driving the simulated phone, over the real ADB protocol or in process.
 
-Why: the laptop/CI default for online RL and evaluation (ARCHITECTURE.md) is the synthetic world
+Why: the laptop/CI default for online RL and evaluation (docs/architecture.md) is the synthetic world
 reached exactly as a phone is. With `transport="adb"` the simulated phone is served over TCP
 (`sim_server`), a private Debian `adb` server connects to it, and AndroidEnv drives it through
 adbutils: the production code path end to end. With `transport="inprocess"` the same AndroidEnv

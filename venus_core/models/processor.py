@@ -2,7 +2,7 @@
 
 Why a subclass: the stock `Qwen3VLProcessor` (and `Qwen2_5_VLProcessor`) insist on a video
 processor, and Qwen's video processors need torchvision, which does not import next to the CPU
-torch wheel this project uses (see ENVIRONMENT.md). GUI agents only look at screenshots, so
+torch wheel this project uses (torchvision is not a dependency). GUI agents only look at screenshots, so
 `VenusVLProcessor` is the Qwen3-VL processor with the video processor removed; the image side is
 the PIL backend `Qwen2VLImageProcessorPil` (no torchvision). It is registered with
 `AutoProcessor.register` so `AutoProcessor.from_pretrained` reloads what the tiny model saves.

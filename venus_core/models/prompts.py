@@ -14,7 +14,7 @@ Sources (public repository inclusionAI/UI-Venus, inference code only):
 
 Departures from the repository:
 - history lines come from `venus_core.actions.render_history` (last 5 steps, numbered from 1 over
-  the whole episode, as REFERENCE.md describes the paper); the repository's agent numbers the shown
+  the whole episode, as the UI-Venus-1.5 report describes it); the repository's agent numbers the shown
   steps from 0 (`enumerate(recent_history)`);
 - the repository prompt has no slot for a step-level instruction (AndroidControl's "low-level"
   setting); when `instruction` is given it is appended to the user task as a second line

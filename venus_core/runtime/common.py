@@ -2,7 +2,7 @@
 
 A runtime job is a container entry point (`python -m venus_core.runtime.<job>`); the component of
 the same name calls it. Every output records its inputs (URI + sha256), the resolved spec (and its
-hash) and the git revision (ARCHITECTURE rule 8), so any checkpoint can be traced back.
+hash) and the git revision (docs/architecture.md, rule 8), so any checkpoint can be traced back.
 """
 
 from __future__ import annotations

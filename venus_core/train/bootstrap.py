@@ -1,6 +1,6 @@
 """`venus bootstrap`: pre-train the tiny base on the synthetic curriculum, once, and ship it.
 
-Why: measured on 2 CPU cores (/work/shared/ENVIRONMENT.md, docs/learning_mid_train.md), a tiny
+Why: measured on 2 CPU cores (docs/learning_mid_train.md), a tiny
 Qwen3-VL from random init learns the answer format in a minute and "one target on screen" in five,
 but choosing the element the *instruction* names needs 15–30 CPU-minutes. A laptop mid-training run
 should not pay that every time, so this command trains the tiny model through curriculum levels

@@ -1,6 +1,6 @@
 """The tracking interface trainers log through.
 
-Why an interface: the algorithm packages must not import mlflow (ARCHITECTURE rule 1); the runtime
+Why an interface: the algorithm packages must not import mlflow (docs/architecture.md, rule 1); the runtime
 job passes in an MLflow-backed tracker on a cluster, and tests or laptops use the JSONL tracker,
 which is also the local record of a run (one JSON object per line, readable with any tool).
 """

@@ -1,7 +1,7 @@
 """Curriculum levels of the synthetic world.
 
-Why: a tiny model trained from scratch on CPU learns only with a curriculum (measured, see
-ENVIRONMENT.md: free layouts stay at chance after 4 CPU-minutes, a 3x3 grid with colour cues
+Why: a tiny model trained from scratch on CPU learns only with a curriculum (measured on 2 CPU cores
+when the project started: free layouts stay at chance after 4 CPU-minutes, a 3x3 grid with colour cues
 reaches ~30 %, one target on screen ~80 % in 5 CPU-minutes). Each level fixes what a screen looks
 like, how long tasks are, the default image size and the language mix. Levels 0–2 navigate with
 single clicks on the board app; the real apps come in at level 3; levels 5-6 chain several goals

@@ -4,7 +4,7 @@
     store.put_dir("out/checkpoint", "mid_train/ckpt")  # atomic publish, ends with _SUCCESS manifest
     store.get_dir("mid_train/ckpt", "/tmp/ckpt")       # refuses incomplete artifacts, checks sha256s
 
-Only endpoints and credentials come from the environment (ARCHITECTURE.md rule 4):
+Only endpoints and credentials come from the environment (docs/architecture.md, rule 4):
 `VENUS_S3_ENDPOINT` or `MLFLOW_S3_ENDPOINT_URL` (e.g. `http://minio.venus:9000`; without one, AWS S3),
 `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` or `MINIO_ACCESS_KEY` / `MINIO_SECRET_KEY`.
 Everything else (retry budget, part size) is an argument.

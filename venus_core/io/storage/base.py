@@ -1,7 +1,7 @@
 """The artifact store interface and the parts both backends share.
 
 Every pipeline stage hands datasets, checkpoints and reports to the next one through this interface,
-so its guarantees are the platform's provenance guarantees (ARCHITECTURE.md rule 8):
+so its guarantees are the platform's provenance guarantees (docs/architecture.md, rule 8):
 - every object carries the sha256 of its bytes, recorded at upload and verified on every download;
 - a directory artifact (`put_dir`) becomes visible only as a whole: readers require the completion
   marker `<prefix>/_SUCCESS`, a JSON manifest of every file with its size and sha256, written last;

@@ -12,7 +12,7 @@ step, and system tags make every run traceable: `venus.git_revision`, `venus.spe
 Stages of one pipeline run in separate pods: the pipeline creates the parent run
 (`start_pipeline_run`) and passes its id to every stage pod in the environment variable
 `VENUS_PARENT_RUN_ID`; `stage_run` nests under it when no `parent_run_id` is given. This is an
-identifier, not configuration, so it stays within ARCHITECTURE rule 4.
+identifier, not configuration, so it stays within rule 4 of docs/architecture.md.
 
 `MlflowTracker` satisfies the `venus_core.train.tracker.Tracker` protocol structurally (io may not
 import train), so a runtime job hands it to a trainer as it is. All its calls are buffered

@@ -1,8 +1,9 @@
 """Board: a bare screen of buttons for the first curriculum levels (one target, colour grid, labels).
 
 Why: a tiny model trained from scratch on CPU does not learn grounding on free app layouts; it
-learns "where is the button" first, then "which button does the instruction name" (see
-ENVIRONMENT.md). The board is a regular app (state, view, step) so the low levels share the data
+learns "where is the button" first, then "which button does the instruction name" (measured on
+2 CPU cores when the project started; not recorded in this repository). The board is a regular
+app (state, view, step) so the low levels share the data
 path, the planner and the renderer with the real apps; it is not shown on the home screen.
 Button boxes are kept in the 0–1000 frame in the state, so the board fits any output size.
 """
