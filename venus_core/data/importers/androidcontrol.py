@@ -30,7 +30,6 @@ so `success` is True.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,6 +58,7 @@ from venus_core.data.importers.base import (
     failing,
     get,
     number,
+    parse_json,
     safe_id,
     text,
 )
@@ -101,10 +101,7 @@ def _point(action: dict[str, Any], img: StagedImage, field: str) -> tuple[int, i
 def map_action(raw: Any, img: StagedImage, field: str) -> Action:
     """One AndroidControl action (JSON string or object) -> unified mobile action."""
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise Reject(field, f"action is not valid JSON: {exc}", "bad_record") from None
+        raw = parse_json(raw, field, "action is not valid JSON")
     kind = get(raw, "action_type", f"{field}.action_type")
     if kind == "click":
         return Click(box=_point(raw, img, field))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import math
 import os
 import re
@@ -80,6 +81,11 @@ class SourceRoot:
             raise Reject(field, f"expected a relative file path, got {rel!r}", "path")
         if "\x00" in rel:
             raise Reject(field, f"path {rel!r} contains a NUL byte", "path")
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:  # a file name of bytes that are not UTF-8 (or a surrogate escape)
+            shown = rel.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+            raise Reject(field, f"path {shown!r} is not UTF-8 text", "path") from None
         if PurePosixPath(rel).is_absolute() or PureWindowsPath(rel).is_absolute() or rel.startswith(
             ("\\", "/")
         ) or PureWindowsPath(rel).drive:
@@ -87,13 +93,16 @@ class SourceRoot:
         if ".." in rel.replace("\\", "/").split("/"):
             raise Reject(field, f"path {rel!r} leaves the source directory ('..')", "path")
         candidate = self.path / base / rel if base else self.path / rel
-        real = Path(os.path.realpath(candidate))
-        if not real.is_relative_to(self.real):
-            raise Reject(field, f"path {rel!r} resolves outside the source directory (symlink)", "path")
-        if not real.exists():
-            raise Reject(field, f"file {rel!r} does not exist", "missing_image")
-        if not real.is_file():
-            raise Reject(field, f"{rel!r} is not a regular file", "path")
+        try:
+            real = Path(os.path.realpath(candidate))
+            if not real.is_relative_to(self.real):
+                raise Reject(field, f"path {rel!r} resolves outside the source directory (symlink)", "path")
+            if not real.exists():
+                raise Reject(field, f"file {rel!r} does not exist", "missing_image")
+            if not real.is_file():
+                raise Reject(field, f"{rel!r} is not a regular file", "path")
+        except OSError as exc:  # a name too long for the filesystem, a symlink loop, no permission
+            raise Reject(field, f"path {rel[:200]!r}: {exc.strerror or exc}", "path") from None
         return real
 
     def rel(self, path: Path) -> str:
@@ -156,7 +165,10 @@ class ImageStage:
             self._named.move_to_end(named)
             return self._named[named]
         path = self.root.resolve(rel, field, base=base)
-        st = path.stat()
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise Reject(field, f"{rel!r}: {exc.strerror or exc}", "missing_image") from None
         key = (str(path), st.st_size, st.st_mtime_ns)
         hit = self._cache.get(key) or self._pending_keys.get(key)
         if hit is not None:
@@ -167,7 +179,11 @@ class ImageStage:
             return hit
         if st.st_size > MAX_IMAGE_FILE_BYTES:
             raise Reject(field, f"{rel!r} is {st.st_size} bytes (limit {MAX_IMAGE_FILE_BYTES})", "bad_image")
-        staged = self._stage_bytes(path.read_bytes(), field, repr(rel))
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise Reject(field, f"{rel!r}: cannot read: {exc.strerror or exc}", "missing_image") from None
+        staged = self._stage_bytes(data, field, repr(rel))
         self._pending_keys[key] = staged
         if named is not None:
             self._pending_named[named] = staged
@@ -217,13 +233,57 @@ class ImageStage:
 # ---- untrusted values ----------------------------------------------------------------------
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89abcdefABCDEF]")
+
+
+def _lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def parse_json(text: str | bytes, field: str, what: str = "not valid JSON") -> Any:
+    """json.loads or Reject (code bad_record): every way JSON text can fail, not only a syntax
+    error: invalid UTF-8, an integer longer than Python parses (4,300 digits), nesting deeper
+    than the decoder's recursion limit, and a `\\udXXX` escape of an unpaired UTF-16 surrogate
+    (valid JSON, but not text: it could be neither stored nor written as UTF-8). NaN and
+    Infinity literals parse (Python writers emit them); `number` refuses them where a number is
+    needed."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise Reject(field, f"{what}: nested too deeply", "bad_record") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int-digits limit
+        raise Reject(field, f"{what}: {str(exc)[:200]}", "bad_record") from None
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if _SURROGATE_ESCAPE.search(raw) and _lone_surrogate(value):
+        raise Reject(field, f"{what}: a string holds an unpaired surrogate escape (\\ud800-\\udfff)",
+                     "bad_record")
+    return value
+
+
 def number(value: Any, field: str) -> float:
     """A finite int/float (not bool) or Reject."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Reject(field, f"expected a number, got {value!r}")
-    if not math.isfinite(value):
+        raise Reject(field, f"expected a number, got {str(value)[:80]!r}")
+    try:
+        out = float(value)
+    except OverflowError:  # an int past float's range (1.8e308)
+        raise Reject(field, f"an integer of {value.bit_length()} bits is too large a number") from None
+    if not math.isfinite(out):
         raise Reject(field, f"{value!r} is not a finite number")
-    return float(value)
+    return out
 
 
 def numbers(value: Any, n: int, field: str) -> list[float]:

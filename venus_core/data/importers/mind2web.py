@@ -22,7 +22,6 @@ split by another task in the file yields a duplicate id and its second part is q
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from venus_core.data.importers.base import (
     failing,
     get,
     number,
+    parse_json,
     pixel_box,
     safe_id,
     text,
@@ -55,10 +55,7 @@ COLUMNS = ("annotation_id", "action_uid", "confirmed_task", "website", "domain",
 def _obj(value: Any, field: str) -> dict[str, Any]:
     """An object given inline or as a JSON string."""
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise Reject(field, f"not valid JSON: {exc}", "bad_record") from None
+        value = parse_json(value, field)
     if not isinstance(value, dict):
         raise Reject(field, f"expected an object, got {type(value).__name__}", "bad_record")
     return value

@@ -71,6 +71,8 @@ class ImportReport(BaseModel):
 
 
 def _quarantine_line(cand: Candidate, rej: Reject) -> str:
+    """One JSON line; characters UTF-8 cannot hold (the surrogates by which Python names a file
+    whose name is not UTF-8) are written as \\u escapes, so the line stays valid and lossless."""
     entry = {
         "source_file": cand.file,
         "index": cand.index,
@@ -79,7 +81,12 @@ def _quarantine_line(cand: Candidate, rej: Reject) -> str:
         "code": rej.code,
         "reason": rej.reason,
     }
-    return json.dumps(entry, ensure_ascii=False) + "\n"
+    line = json.dumps(entry, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(entry, ensure_ascii=True)
+    return line + "\n"
 
 
 def _schema_reject(exc: ValidationError) -> Reject:
@@ -106,7 +113,9 @@ class _Run:
         self.writer = writer
         self.images = ImageStage(root, writer)
         self.quarantine = open(staging / QUARANTINE_NAME, "w", encoding="utf-8")  # noqa: SIM115
-        self.checkpoint = open(staging / CHECKPOINT_NAME, "w", encoding="utf-8")  # noqa: SIM115
+        # source ids name files: one whose name is not UTF-8 round-trips through surrogateescape
+        self.checkpoint = open(staging / CHECKPOINT_NAME, "w", encoding="utf-8",  # noqa: SIM115
+                               errors="surrogateescape")
         self.ids: set[str] = set()
         self.done: set[str] = set()
         self.read = self.imported = self.quarantined = 0
@@ -126,7 +135,7 @@ class _Run:
         with open(old / QUARANTINE_NAME, encoding="utf-8") as f:
             for line in f:
                 self.quarantine.write(line)
-        with open(old / CHECKPOINT_NAME, encoding="utf-8") as f:
+        with open(old / CHECKPOINT_NAME, encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
                 sid = line.rstrip("\n")
                 if sid:

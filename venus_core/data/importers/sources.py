@@ -3,20 +3,25 @@
 Why: every importer reads JSON written by someone else. A file that is unreadable, not JSON, or
 reached through a symlink out of the source root must become one quarantined "record" naming the
 file (so counts still reconcile), not an exception that ends the import. JSON-lines files are read
-line by line (constant memory); a plain JSON file is parsed whole, so memory is bounded by the
-largest annotation file (ScreenSpot files are a few MB, GUI-Odyssey has one small file per episode).
+line by line; a line longer than MAX_JSON_LINE_BYTES is skipped in 1 MiB pieces without being held
+and quarantined as one record, so memory stays bounded by that limit whatever the file holds. A
+plain JSON file is parsed whole, so memory is bounded by the largest annotation file
+(MAX_JSON_FILE_BYTES; ScreenSpot files are a few MB, GUI-Odyssey has one small file per episode).
+Lines are split on "\n" only (JSON escapes it inside strings; a stray "\r" is whitespace).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from venus_core.data.importers.base import Candidate, Reject, SourceRoot, failing
+from venus_core.data.importers.base import Candidate, Reject, SourceRoot, failing, parse_json
 
 MAX_JSON_FILE_BYTES = 512 * 1024 * 1024
+MAX_JSON_LINE_BYTES = 64 * 1024 * 1024
+"""Longest JSON line read (an AndroidControl episode with base64 screenshots is a few MB)."""
+_SKIP_CHUNK = 1 << 20
 
 
 def relname(root: SourceRoot, path: Path) -> str:
@@ -31,14 +36,14 @@ def read_json(root: SourceRoot, path: Path) -> Any:
     """Parse one JSON file inside the root; Reject (field "<file>") when unsafe or not JSON."""
     rel = relname(root, path)
     real = root.resolve(rel, "<file>")
-    size = real.stat().st_size
-    if size > MAX_JSON_FILE_BYTES:
-        raise Reject("<file>", f"{rel} is {size} bytes (limit {MAX_JSON_FILE_BYTES})", "bad_record")
     try:
-        with open(real, encoding="utf-8") as f:
-            return json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Reject("<file>", f"{rel} is not valid JSON: {exc}", "bad_record") from None
+        size = real.stat().st_size
+        if size > MAX_JSON_FILE_BYTES:
+            raise Reject("<file>", f"{rel} is {size} bytes (limit {MAX_JSON_FILE_BYTES})", "bad_record")
+        data = real.read_bytes()
+    except OSError as exc:
+        raise Reject("<file>", f"{rel}: cannot read: {exc.strerror or exc}", "bad_record") from None
+    return parse_json(data, "<file>", f"{rel} is not valid JSON")
 
 
 def file_failure(root: SourceRoot, path: Path, rej: Reject) -> Candidate:
@@ -47,22 +52,48 @@ def file_failure(root: SourceRoot, path: Path, rej: Reject) -> Candidate:
     return Candidate(f"file:{rel}", rel, None, failing(rej.field, rej.reason, rej.code))
 
 
-def json_lines(root: SourceRoot, path: Path) -> Iterator[tuple[int, Any, Reject | None]]:
+def _lines(f: BinaryIO, limit: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """(line number, the line or None when it is longer than `limit` bytes, its length)."""
+    lineno = 0
+    while line := f.readline(limit + 1):
+        lineno += 1
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield lineno, line, len(line)
+            continue
+        size = len(line)
+        while (piece := f.readline(_SKIP_CHUNK)) and not piece.endswith(b"\n"):
+            size += len(piece)
+        size += len(piece)
+        yield lineno, None, size
+
+
+def json_lines(root: SourceRoot, path: Path, *, max_line_bytes: int = MAX_JSON_LINE_BYTES,
+               ) -> Iterator[tuple[int, Any, Reject | None]]:
     """(line number, parsed object or None, Reject or None) per non-blank line of a JSONL file.
 
-    An unsafe file yields a single (0, None, Reject).
+    An unsafe or unreadable file yields a single (0, None, Reject); a line that is not JSON, or
+    longer than `max_line_bytes`, yields (line number, None, Reject). Invalid UTF-8 is replaced.
     """
     rel = relname(root, path)
     try:
         real = root.resolve(rel, "<file>")
+        f = open(real, "rb")  # noqa: SIM115 - closed below, the generator may stop early
     except Reject as rej:
         yield 0, None, rej
         return
-    with open(real, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, start=1):
+    except OSError as exc:
+        yield 0, None, Reject("<file>", f"{rel}: cannot read: {exc.strerror or exc}", "bad_record")
+        return
+    with f:
+        for lineno, raw, size in _lines(f, max_line_bytes):
+            if raw is None:
+                yield lineno, None, Reject("<line>", f"line is {size} bytes, longer than the "
+                                           f"{max_line_bytes}-byte limit", "bad_record")
+                continue
+            line = raw.decode("utf-8", errors="replace")
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line), None
-            except json.JSONDecodeError as exc:
-                yield lineno, None, Reject("<line>", f"not valid JSON: {exc}", "bad_record")
+                yield lineno, parse_json(line, "<line>"), None
+            except Reject as rej:
+                yield lineno, None, rej
