@@ -103,6 +103,58 @@ def supervise_attention(model, processor, *, weight: float, layer: int, heads: l
     model.forward = forward
 
 
+def supervise_query(model, processor, *, weight: float, layer: int = 1, tokens: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """Add `weight` x cross-entropy of a linear head that reads the instruction's colour from the input of
+    decoder layer `layer` at the positions predicting the answer (labels on the query side of the match).
+    `tokens`: the head predicts the instruction's tokens instead (multi-hot over the vocabulary, no
+    knowledge of colours: the general form)."""
+    import functools
+    import re
+
+    from venus_core.data.synth.apps.board import BOARD_COLORS
+
+    colour = re.compile(r"\b(" + "|".join(BOARD_COLORS) + r")\b")
+    tok = processor.tokenizer
+    vocab = len(tok)
+    head = torch.nn.Linear(model.config.text_config.hidden_size, vocab if tokens else len(BOARD_COLORS))
+    model.add_module("venus_query_probe", head)
+    plain = model.forward
+
+    @functools.wraps(plain)
+    def forward(*args, **kw):  # type: ignore[no-untyped-def]
+        labels = kw.get("labels")
+        if labels is None or not model.training:
+            return plain(*args, **kw)
+        out = plain(*args, output_hidden_states=True, **kw)
+        hs = out.hidden_states[layer]
+        ids = kw["input_ids"]
+        terms = []
+        for b in range(ids.shape[0]):
+            ans = (labels[b] != -100).nonzero().flatten()
+            prompt = tok.decode(ids[b][: int(ans[0])])
+            if tokens:
+                m = re.search(r"instruction:\s*(.*?)\s*\n\nThe output", prompt, re.S)
+                if m is None:
+                    continue
+                hot = torch.zeros(vocab)
+                hot[tok(m[1], add_special_tokens=False)["input_ids"]] = 1.0
+                logits = head(hs[b, ans - 1])
+                terms.append(torch.nn.functional.binary_cross_entropy_with_logits(logits, hot.expand_as(logits)))
+                continue
+            m = colour.search(prompt.split("instruction:")[-1])
+            if m is None:
+                continue
+            target = torch.full((len(ans),), BOARD_COLORS.index(m[1]))
+            terms.append(torch.nn.functional.cross_entropy(head(hs[b, ans - 1]), target))
+        if terms:
+            extra = torch.stack(terms).mean()
+            supervise_attention.last = float(extra.detach())  # type: ignore[attr-defined]
+            out.loss = out.loss + weight * extra
+        return out
+
+    model.forward = forward
+
+
 class _Print:
     """Prints held-out rates as training logs them."""
 
@@ -149,6 +201,10 @@ def main() -> None:
     ap.add_argument("--attn-heads", default="0", help="comma-separated heads of --attn-layer")
     ap.add_argument("--l1-qa", type=float, default=0.0,
                     help="share of level-1 perception questions (colour / text / kind of the element in a region) in the level-1 stage")
+    ap.add_argument("--query-sup", type=float, default=0.0,
+                    help="weight of a named-colour head on the last layer's input at the answer positions")
+    ap.add_argument("--query-tokens", action="store_true",
+                    help="--query-sup predicts the instruction's tokens (multi-hot), not the named colour")
     ap.add_argument("--train-only", default="", help="regex: train only the parameters whose name matches")
     args = ap.parse_args()
 
@@ -199,6 +255,8 @@ def main() -> None:
         for name, param in model.named_parameters():
             param.requires_grad_(re.search(args.train_only, name) is not None)
         print(json.dumps({"trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}), flush=True)
+    if args.query_sup:
+        supervise_query(model, processor, weight=args.query_sup, tokens=args.query_tokens)
     if args.attn_sup:
         supervise_attention(model, processor, weight=args.attn_sup, layer=args.attn_layer,
                             heads=[int(h) for h in args.attn_heads.split(",")])
