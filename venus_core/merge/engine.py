@@ -83,7 +83,6 @@ class Engine(FusedBackend):
     _planner: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _sampling: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.working_bytes <= 0:
@@ -174,47 +173,28 @@ class Engine(FusedBackend):
         raise ValueError(f"tensor {job.info.key!r}: a task vector overflows fp32 (finite inputs)")
 
     def _sample(self, job: TensorJob) -> torch.Tensor:
-        """[M, s] task-vector sample: SAMPLE_RUNS contiguous runs spread evenly over the tensor.
+        """[M, s] fp32 task-vector sample: SAMPLE_RUNS contiguous runs spread evenly over the tensor.
 
-        Sliced from whole-tensor views (one mapping per input, no per-run calls). The kernel maps
-        the cached pages around every faulting one (fault-around, 64 KiB), so 1,024 runs map up to
-        64 MiB of an input: unless the tensor is small (keeps_pages), each input's pages are
-        released as soon as it is gathered, and one thread samples at a time."""
+        Read with pread (CheckpointReader.read_runs), not through the mapping: the kernel maps the
+        cached pages around every faulting one (fault-around, 64 KiB), so 1,024 runs mapped up to
+        64 MiB of every input of every tensor being planned, and the faults cost twice the reads.
+        bf16 is widened exactly (its bits are an fp32's upper half), other dtypes converted by torch."""
         n = job.info.numel
-        runs = [(0, n)] if n <= SAMPLE_RUNS * SAMPLE_RUN else [
-            (st, st + SAMPLE_RUN) for st in ((n - SAMPLE_RUN) * j // (SAMPLE_RUNS - 1) for j in range(SAMPLE_RUNS))]
-        b, xs = self._views(job, 0, n)
-        keep = self.keeps_pages(job)
-        readers = [(self.base, job.info.key)] + list(zip(self.models, job.model_keys))
+        starts = [0] if n <= SAMPLE_RUNS * SAMPLE_RUN else [
+            (n - SAMPLE_RUN) * j // (SAMPLE_RUNS - 1) for j in range(SAMPLE_RUNS)]
+        length = n if len(starts) == 1 else SAMPLE_RUN
+        dtype = DTYPES[job.info.dtype]
 
-        def done(i: int) -> None:  # input i (0: the base) is gathered
-            if not keep:
-                readers[i][0].release(readers[i][1])
+        def gather(reader: CheckpointReader, key: str) -> np.ndarray:
+            raw = reader.read_runs(key, starts, length)
+            if dtype == torch.float32:
+                return raw.view(np.float32)
+            if dtype == torch.bfloat16:
+                return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+            return torch.frombuffer(bytearray(raw), dtype=dtype).to(torch.float32).numpy()
 
-        with self._sampling:
-            if b.dtype in (torch.float32, torch.bfloat16):  # one numpy gather per input (torch.cat of
-                # many slices: ~10x slower); bf16 gathered as its bits and widened exactly (fused.chunk_f32)
-                idx = (np.asarray([s for s, _ in runs])[:, None] + np.arange(runs[0][1] - runs[0][0])).ravel()
-
-                def gather(t: torch.Tensor) -> np.ndarray:
-                    if t.dtype == torch.float32:
-                        return t.numpy().take(idx)
-                    bits = t.view(torch.int16).numpy().view(np.uint16).take(idx)
-                    return (bits.astype(np.uint32) << 16).view(np.float32)
-                bn = gather(b)
-                done(0)
-                rows = []
-                for i, x in enumerate(xs):
-                    rows.append(np.subtract(gather(x), bn))
-                    done(i + 1)
-                return torch.from_numpy(np.stack(rows))
-            b32 = torch.cat([b[s:e] for s, e in runs]).to(torch.float32)
-            done(0)
-            out = torch.empty(self.m, b32.numel(), dtype=torch.float32)
-            for i, x in enumerate(xs):
-                torch.sub(torch.cat([x[s:e] for s, e in runs]).to(torch.float32), b32, out=out[i])
-                done(i + 1)
-            return out
+        bn = gather(self.base, job.info.key)
+        return torch.from_numpy(np.stack([np.subtract(gather(r, k), bn) for r, k in zip(self.models, job.model_keys)]))
 
     def keeps_pages(self, job: TensorJob) -> bool:
         """Whether a threshold pass leaves a tensor's input pages mapped for the merge pass to

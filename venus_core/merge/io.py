@@ -134,6 +134,7 @@ class CheckpointReader:
             files = [self.root / w for w in sorted(wanted)]
         self.tensors: dict[str, TensorInfo] = {}
         self._maps: dict[Path, tuple[BinaryIO, mmap.mmap]] = {}
+        self._maps_lock = threading.Lock()  # workers and planners open files concurrently
         for f in files:
             offsets = _data_offsets(f)
             with safe_open(f, framework="pt") as h:
@@ -146,12 +147,21 @@ class CheckpointReader:
                         raise CheckpointError(f"{f}: tensor {key!r} has unsupported dtype {dtype}")
                     self.tensors[key] = TensorInfo(key, dtype, tuple(sl.get_shape()), f, offsets[key])
 
+    def _opened(self, f: Path) -> tuple[BinaryIO, mmap.mmap]:
+        """The open file and its mapping, opened once (a lost race would let the loser's file
+        object be collected, closing a descriptor another thread was reading from)."""
+        got = self._maps.get(f)
+        if got is None:
+            with self._maps_lock:
+                got = self._maps.get(f)
+                if got is None:
+                    fh = open(f, "rb")
+                    # private (copy-on-write) mapping: writable buffer for torch.frombuffer, never written
+                    got = self._maps[f] = (fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY))
+        return got
+
     def _map(self, f: Path) -> mmap.mmap:
-        if f not in self._maps:
-            fh = open(f, "rb")
-            # private (copy-on-write) mapping: writable buffer for torch.frombuffer, never written
-            self._maps[f] = (fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY))
-        return self._maps[f][1]
+        return self._opened(f)[1]
 
     def view(self, key: str, start: int = 0, stop: int | None = None) -> torch.Tensor:
         """Flat elements [start, stop) of a tensor as a zero-copy view of the mapped file."""
@@ -167,6 +177,19 @@ class CheckpointReader:
         if offset % size:  # misaligned (after an odd-length narrower tensor): copy
             return torch.frombuffer(mm, dtype=torch.uint8, count=count * size, offset=offset).clone().view(dtype)
         return torch.frombuffer(mm, dtype=dtype, count=count, offset=offset)
+
+    def read_runs(self, key: str, starts: list[int], length: int) -> np.ndarray:
+        """Flat elements [s, s + length) of a tensor for every start, concatenated, as raw bytes
+        (uint8), read with pread: nothing is mapped (faulting in 1,024 scattered places of a
+        mapping costs twice as much, and maps 64 KiB around each: fault-around)."""
+        info = self.tensors[key]
+        size = DTYPES[info.dtype].itemsize
+        fd = self._opened(info.file)[0].fileno()
+        nbytes = length * size
+        parts = [os.pread(fd, nbytes, info.offset + s * size) for s in starts]
+        if any(len(p) != nbytes for p in parts):
+            raise CheckpointError(f"{info.file}: tensor {key!r} is shorter than its header says")
+        return np.frombuffer(b"".join(parts), np.uint8)
 
     def release(self, key: str, start: int = 0, stop: int | None = None) -> None:
         """Drop the mapped pages of flat elements [start, stop) from this process (not the cache)."""
