@@ -130,14 +130,21 @@ def test_bf16_bits_are_widened_inside_the_kernels(m: int) -> None:
 
 
 def _scan(b, xs, lo, hi, live, heavy, width):
-    """fused.scan_block's (above, heavy counts, collected values per model) of one block."""
+    """fused.scan_block's (above, heavy counts, collected values per model) of one block; the
+    same whether each model is scanned as sparse (counted first) or not."""
     m = len(xs)
-    above, held = np.full(m, 7, np.int64), np.full(m, 7, np.int64)  # stale values are reset
-    heavy_n = np.full((m, fused.HEAVY), 7, np.int64)
-    masks = np.full((m, fused.SCAN_SUB // 64), -1, np.int64)
-    val = np.full((m, width), -1.0, np.float32)
-    fused.scan_block(b, xs, lo, hi, live, heavy, above, heavy_n, masks, val, held)
-    return above, heavy_n, [val[i, : held[i]].copy() for i in range(m)]
+    got = []
+    for sparse in (np.zeros(m, np.bool_), np.ones(m, np.bool_), np.arange(m) % 2 == 0):
+        above, held = np.full(m, 7, np.int64), np.full(m, 7, np.int64)  # stale values are reset
+        heavy_n = np.full((m, fused.HEAVY), 7, np.int64)
+        masks = np.full((m, fused.SCAN_SUB // 64), -1, np.int64)
+        val = np.full((m, width), -1.0, np.float32)
+        fused.scan_block(b, xs, lo, hi, live, sparse, heavy, above, heavy_n, masks, val, held)
+        got.append((above, heavy_n, [val[i, : held[i]].copy() for i in range(m)]))
+    for other in got[1:]:
+        assert np.array_equal(other[0], got[0][0]) and np.array_equal(other[1], got[0][1])
+        assert all(np.array_equal(x, y) for x, y in zip(other[2], got[0][2]))
+    return got[0]
 
 
 def test_narrow_bf16_rounds_like_torch_and_flags_non_finite() -> None:

@@ -148,7 +148,8 @@ class FusedBackend:
         above = np.zeros(self.m, np.int64)
         heavy_n = np.zeros((self.m, HEAVY), np.int64)
         held = np.zeros(self.m, np.int64)
-        fused.scan_block(bn, xn, band.lo, band.hi, band.live, band.heavy, above, heavy_n, mask, val, held)
+        fused.scan_block(bn, xn, band.lo, band.hi, band.live, band.sparse, band.heavy, above, heavy_n, mask, val,
+                         held)
         values = [val[i, : held[i]].copy() for i in range(self.m)]
         del bn, xn
         if not self.keeps_pages(job):

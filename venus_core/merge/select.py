@@ -42,11 +42,12 @@ class Band:
     hi: np.ndarray  # [M] float32
     live: np.ndarray  # [M] bool: scanned
     heavy: np.ndarray  # [M, HEAVY] float32
+    sparse: np.ndarray  # [M] bool: few values to collect expected (fused.scan_block counts first)
 
     @staticmethod
     def empty(m: int) -> "Band":
         return Band(np.zeros(m, np.float32), np.zeros(m, np.float32), np.zeros(m, np.bool_),
-                    np.full((m, HEAVY), np.nan, np.float32))
+                    np.full((m, HEAVY), np.nan, np.float32), np.ones(m, np.bool_))
 
 
 @dataclass
@@ -66,7 +67,9 @@ def sample_band(sample: np.ndarray, ks: list[int], n: int, todo: list[int]) -> B
 
     Bounds from the sample's ranks around the k-th magnitude (trim._sample_bounds; open-ended
     when k is near 0 or n: lo = -1 takes every magnitude from zero up, hi = inf everything above);
-    heavy values: the HEAVY most frequent sampled magnitudes inside the band (zero included)."""
+    heavy values: the HEAVY most frequent sampled magnitudes inside the band (zero included);
+    sparse: under one value to collect expected per fused.QUICK entries (the scan then counts
+    first and collects only where it must: bf16 fine-tunes, whose band is nearly all heavy)."""
     m = sample.shape[0]
     band = Band.empty(m)
     bits = np.abs(sample).view(np.int32)
@@ -77,11 +80,14 @@ def sample_band(sample: np.ndarray, ks: list[int], n: int, todo: list[int]) -> B
         band.lo[i], band.hi[i], band.live[i] = lo, hi, True
         mags = bits[i].view(np.float32)
         inside = bits[i][(mags > np.float32(lo)) & (mags <= np.float32(hi))]
+        light = inside.size
         if inside.size:
             values, counts = np.unique(inside, return_counts=True)
             top = np.argsort(-counts, kind="stable")[:HEAVY]
             top = top[counts[top] >= 2]
             band.heavy[i, : top.size] = values[top].view(np.float32)
+            light -= int(counts[top].sum())
+        band.sparse[i] = light * fused.QUICK < sample.shape[1] // 2
     return band
 
 
