@@ -106,8 +106,8 @@ def supervise_attention(model, processor, *, weight: float, layer: int, heads: l
 def supervise_query(model, processor, *, weight: float, layer: int = 1, tokens: bool = False) -> None:  # type: ignore[no-untyped-def]
     """Add `weight` x cross-entropy of a linear head that reads the instruction's colour from the input of
     decoder layer `layer` at the positions predicting the answer (labels on the query side of the match).
-    `tokens`: the head predicts the instruction's tokens instead (multi-hot over the vocabulary, no
-    knowledge of colours: the general form)."""
+    `tokens`: the head predicts the instruction's tokens instead (a soft target spread evenly over them,
+    no knowledge of colours: the general form)."""
     import functools
     import re
 
@@ -138,8 +138,8 @@ def supervise_query(model, processor, *, weight: float, layer: int = 1, tokens: 
                     continue
                 hot = torch.zeros(vocab)
                 hot[tok(m[1], add_special_tokens=False)["input_ids"]] = 1.0
-                logits = head(hs[b, ans - 1])
-                terms.append(torch.nn.functional.binary_cross_entropy_with_logits(logits, hot.expand_as(logits)))
+                logits = head(hs[b, ans - 1])  # soft-target cross-entropy: the instruction's tokens share the mass
+                terms.append(-(torch.log_softmax(logits, -1) * (hot / hot.sum())).sum(-1).mean())
                 continue
             m = colour.search(prompt.split("instruction:")[-1])
             if m is None:
