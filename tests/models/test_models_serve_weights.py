@@ -71,10 +71,12 @@ def _perturbed(tiny_dir: Path, out: Path, scale: float = 0.05) -> tuple[Path, An
 
 
 def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
-    """A copy of checkpoint `src` whose tensors went through `edit(dict) -> dict`."""
+    """A copy of checkpoint `src` whose tensors went through `edit(dict) -> dict`, its manifest
+    re-written (so that the checks after the manifest's are reached)."""
     shutil.copytree(src, dst)
     [file] = sorted(dst.glob("*.safetensors"))
     save_file(edit(load_file(file)), file, metadata={"format": "pt"})
+    write_manifest(dst)
     return dst
 
 
@@ -128,6 +130,7 @@ def _bad_checkpoints(tiny_dir: Path, root: Path) -> list[tuple[str, Path, str]]:
     other_type = shutil.copytree(tiny_dir, root / "qwen25")
     cfg = (other_type / "config.json").read_text().replace('"model_type": "qwen3_vl"', '"model_type": "qwen2_5_vl"', 1)
     (other_type / "config.json").write_text(cfg)
+    write_manifest(other_type)
     cases.append(("model_type", other_type, "model_type"))
     return cases
 

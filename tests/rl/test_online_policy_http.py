@@ -347,8 +347,10 @@ def test_vllm_kind_loads_the_learners_weights_and_a_tampered_checkpoint_changes_
         assert _rpc(srv, "venus_weights_version")["version"] == 1
         assert _health(srv)["dev_calls"] == {"collective_rpc": 3, "reset_prefix_cache": 1}  # no reset after a refusal
         # an unsigned directory (the learner always signs) is refused too; a signed copy of the start loads
+        unsigned = shutil.copytree(tiny_dir, tmp_path / "unsigned")
+        (unsigned / "SHA256SUMS").unlink()
         with pytest.raises(PolicyServerError, match="no SHA256SUMS"):
-            policy.load_weights(tiny_dir)
+            policy.load_weights(unsigned)
         start = _signed(load_model(tiny_dir, ModelSpec())[0], processor, tmp_path / "v00003")
         assert policy.load_weights(start) == 2 and _greedy(srv) == before
 

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from venus_core.config import AgentSpec
+from venus_core.models.integrity import write_manifest
 from venus_core.runtime.merge import main, merge_config, parse_models, weights_for
 
 KEYS = {"model.language_model.layers.0.mlp.up_proj.weight": (8, 4), "model.visual.blocks.0.attn.qkv.weight": (6, 4)}
@@ -25,6 +26,7 @@ def _ckpt(path: Path, seed: int, base: dict[str, torch.Tensor] | None = None) ->
     save_file(t, str(path / "model.safetensors"))
     (path / "config.json").write_text('{"model_type": "qwen3_vl"}')
     (path / "tokenizer.json").write_text('{"v": 1}')
+    write_manifest(path)  # as every stage output carries (the merge job verifies its inputs)
     return t
 
 

@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from venus_core.config import load_spec, spec_hash
+from venus_core.models.integrity import write_manifest
 from venus_core.runtime import merge as merge_job
 from venus_core.runtime.common import git_revision, provenance
 from venus_core.runtime.tracking import (KFP_RUN_ENV, PARENT_ENV, RUN_RECORD, TRACKING_ENV, absolute_store_uri,
@@ -35,6 +36,7 @@ def _ckpt(path: Path, seed: int, base: dict[str, torch.Tensor] | None = None) ->
     path.mkdir(parents=True)
     save_file(t, str(path / "model.safetensors"))
     (path / "config.json").write_text('{"model_type": "qwen3_vl"}')
+    write_manifest(path)  # as every stage output carries (the merge job verifies its inputs)
     return t
 
 

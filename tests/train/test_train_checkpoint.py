@@ -50,7 +50,7 @@ def test_failed_save_leaves_the_previous_checkpoint_untouched(tmp_path: Path, mo
     def boom(*a: object, **k: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(ck.torch, "save", boom)
+    monkeypatch.setattr(ck, "save_file", boom)
     with pytest.raises(OSError, match="disk full"):
         ck.save_checkpoint(tmp_path, 2, net, opt, {})
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no torn step-2, no temp left
@@ -64,24 +64,39 @@ def test_keeps_only_the_newest_checkpoints(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["step-00000003", "step-00000004"]
 
 
-def test_optimizer_state_is_loaded_without_unpickling_objects(tmp_path: Path) -> None:
+def test_a_checkpoint_holds_no_pickle_and_a_pickle_is_refused_unread(tmp_path: Path) -> None:
     net, opt = _net()
     path = ck.save_checkpoint(tmp_path, 1, net, opt, {})
+    assert sorted(p.name for p in path.iterdir()) == sorted((*ck.FILES, "SHA256SUMS"))
 
     class Evil:
         def __reduce__(self) -> tuple[object, tuple[str]]:
-            return (print, ("pwned",))
+            return (Path(tmp_path / "pwned").touch, ())
 
-    torch.save({"state": Evil()}, path / "optimizer.pt")
-    with pytest.raises(Exception, match="[Ww]eights only|weights_only|Unsupported"):
+    torch.save({"state": Evil()}, path / "optimizer.pt")  # the earlier format's name
+    with pytest.raises(ValueError, match=r"optimizer\.pt: pickle file refused"):
         ck.load_checkpoint(path, net, opt)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_optimizer_state_round_trips_its_types(tmp_path: Path) -> None:
+    net, opt = _net()
+    path = ck.save_checkpoint(tmp_path, 1, net, opt, {})
+    _, other_opt = _net()
+    ck.load_checkpoint(path, _net()[0], other_opt)
+    a, b = opt.state_dict(), other_opt.state_dict()
+    assert a["param_groups"] == b["param_groups"] and isinstance(b["param_groups"][0]["betas"], tuple)
+    for pid, st in a["state"].items():
+        assert set(st) == set(b["state"][pid])
+        for name, v in st.items():
+            assert torch.equal(v, b["state"][pid][name]) and v.dtype == b["state"][pid][name].dtype
 
 
 def test_dangling_pointer_and_missing_files_are_clear_errors(tmp_path: Path) -> None:
     net, opt = _net()
     path = ck.save_checkpoint(tmp_path, 1, net, opt, {})
-    (path / "rng.pt").unlink()
-    with pytest.raises(FileNotFoundError, match="rng.pt"):
+    (path / "rng.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="rng.safetensors"):
         ck.load_checkpoint(path, net, opt)
     (tmp_path / "latest").write_text("step-00000009")
     with pytest.raises(FileNotFoundError, match="step-00000009"):

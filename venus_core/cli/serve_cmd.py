@@ -95,7 +95,8 @@ def register(app: typer.Typer) -> None:
             fail(f"--model {model!r}: not a checkpoint directory (or 'tiny' / 'bootstrap')")
         served = name or (model if model in ("tiny", "bootstrap") else Path(model.rstrip("/")).name)
         try:
-            loaded, processor = load_model(target, agent.model, device, tiny_dir=tiny_dir)
+            # any checkpoint may be served (a hub download too): verified, its SHA256SUMS checked if present
+            loaded, processor = load_model(target, agent.model, device, tiny_dir=tiny_dir, require_manifest=False)
             sock = bind(host, port)
         except DeviceError as exc:
             fail(f"--device {device}: {exc}")

@@ -3,7 +3,9 @@
 Why one entry point: every stage (mid-training, offline and online RL, merge, evaluation) starts from
 `ModelSpec` and must get the same model class, dtype, attention kernel and image pixel limits, and
 must write checkpoints that vLLM and plain transformers can read back (safetensors + config +
-processor + chat template). Pickle weights (`*.bin`) are refused: loading them executes code.
+processor + chat template). Every directory is verified before it is read (`integrity`: no pickle
+anywhere, since loading one executes code; SHA256SUMS; valid safetensors headers), and every
+checkpoint written here ends with its SHA256SUMS.
 
 Local paths only: `file://` / `s3://` URIs are resolved to a local directory by the storage layer
 (`venus_core.io`) before this module is called; algorithm packages never import it.
@@ -19,6 +21,7 @@ import torch
 from transformers import AutoModelForImageTextToText, PreTrainedModel, ProcessorMixin
 
 from venus_core.config.spec import ModelSpec, TinyModelSpec
+from venus_core.models.integrity import verify_checkpoint_dir, write_manifest
 from venus_core.models.placement import placement_for, resolve_dtype
 from venus_core.models.processor import load_processor
 from venus_core.models.tiny import TINY_CONFIG_KEY, build_tiny
@@ -31,9 +34,11 @@ ARCHITECTURE_MODEL_TYPES: dict[str, tuple[str, ...]] = {
 }
 """ModelSpec.architecture -> the `model_type` a checkpoint's config.json must declare."""
 
-def check_checkpoint(path: Path, architecture: str) -> None:
-    """A loadable HF directory for `architecture`: config.json with the right model_type and
-    safetensors weights (pickles are named and refused); FileNotFoundError / ValueError otherwise."""
+def check_checkpoint(path: Path, architecture: str, *, require_manifest: bool = True) -> None:
+    """A loadable, verified HF directory for `architecture` (`integrity.verify_checkpoint_dir`: no
+    pickle anywhere, SHA256SUMS matching when present or `require_manifest`, valid safetensors
+    headers), with config.json of the right model_type and safetensors weights;
+    FileNotFoundError / ValueError (`CheckpointIntegrityError`) naming the file otherwise."""
     if not path.is_dir():
         raise FileNotFoundError(f"model directory not found: {path}")
     cfg_file = path / "config.json"
@@ -43,9 +48,10 @@ def check_checkpoint(path: Path, architecture: str) -> None:
         pickles = sorted(p.name for p in path.glob("*.bin"))
         why = f" (found pickle weights {', '.join(pickles)}: convert them to safetensors)" if pickles else ""
         raise FileNotFoundError(f"{path}: no *.safetensors weights{why}")
+    verify_checkpoint_dir(path, require_manifest=require_manifest)
     try:
         model_type = json.loads(cfg_file.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, json.JSONDecodeError, AttributeError) as exc:
+    except (OSError, ValueError, RecursionError, AttributeError) as exc:
         raise ValueError(f"{cfg_file}: unreadable config: {exc}") from None
     expected = ARCHITECTURE_MODEL_TYPES.get(architecture)
     if expected is None:
@@ -64,8 +70,12 @@ def load_model(
     *,
     tiny_dir: str | Path | None = None,
     training: bool = False,
+    require_manifest: bool = True,
 ) -> tuple[PreTrainedModel, ProcessorMixin]:
     """(model, processor) from a local HF directory, or the tiny default when given "tiny".
+
+    The directory is verified first (`check_checkpoint`); `require_manifest=False` is for a
+    checkpoint brought from elsewhere (the spec's base, a judge), which may lack SHA256SUMS.
 
     For "tiny" the model is built from `model_spec.tiny` into `tiny_dir` (required: nothing is
     cached elsewhere), or loaded from it when it already holds a tiny build of the same spec.
@@ -82,7 +92,7 @@ def load_model(
     else:
         path = Path(path_or_tiny)
         architecture = model_spec.architecture
-    check_checkpoint(path, architecture)
+    check_checkpoint(path, architecture, require_manifest=require_manifest)
     place = placement_for(model_spec, device, training=training)
     model = AutoModelForImageTextToText.from_pretrained(
         path,
@@ -135,9 +145,11 @@ def _pixel_bounds(path: Path, spec: ModelSpec) -> tuple[int, int]:
 
 
 def save_model(model: PreTrainedModel, processor: ProcessorMixin, out_dir: str | Path, **extra: Any) -> Path:
-    """Write `model` and `processor` as an HF directory: safetensors, config, processor, template.
+    """Write `model` and `processor` as an HF directory: safetensors, config, processor, template,
+    then SHA256SUMS over all of it, last (`integrity.write_manifest`).
 
-    `extra` files are written as `<name>` → text (e.g. provenance JSON). Returns `out_dir`.
+    `extra` files are written as `<name>` → text (e.g. provenance JSON) before the manifest: a
+    file added to the directory afterwards makes loaders refuse it. Returns `out_dir`.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -149,6 +161,7 @@ def save_model(model: PreTrainedModel, processor: ProcessorMixin, out_dir: str |
         (out / name).write_text(str(text), encoding="utf-8")
     if not any(out.glob("*.safetensors")):
         raise RuntimeError(f"{out}: save_pretrained wrote no safetensors file")
+    write_manifest(out)
     return out
 
 

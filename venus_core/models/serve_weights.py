@@ -13,88 +13,34 @@ version, which it does not return. So a name of our own under /v1, with the vers
 A reload fails closed, before any served weight changes (`stage`), so a bad checkpoint leaves the
 old weights serving:
 - the directory is a loadable checkpoint of the served architecture (`loading.check_checkpoint`:
-  config.json with the same model_type, safetensors weights), and no pickle file is anywhere in it
-  (loading one executes code);
-- when it carries a `SHA256SUMS` manifest (merges write one, last), every listed file has its
-  digest and every weight file is listed, so a half-copied checkpoint is refused;
+  config.json with the same model_type, safetensors weights) that passes `integrity`: no pickle
+  file anywhere in it (loading one executes code), valid safetensors headers, and when it carries
+  a `SHA256SUMS` manifest (every platform checkpoint does, written last) every listed file has its
+  digest and every file is listed, so a half-copied checkpoint is refused;
 - the weights are read by transformers itself (safetensors only, no remote code) into a staging copy
   of the served class on the CPU, so the checkpoint's key layout (conversion mappings) is handled
   as at start-up; missing, unexpected or mis-shaped tensors are errors, and so is any tensor name,
   shape or dtype the served model does not have, or a non-finite value.
 Then `apply` copies the staged tensors into the served model in place (`load_state_dict`), on the
 generation thread between batches (`Batcher.exclusive`), so no request sees half-loaded weights.
-The directory checks (`verify_checkpoint`, `verify_manifest`, `refuse_pickles`, `non_finite`) are
-also those of the vLLM worker extension (`rl.online.vllm_worker`), which requires the manifest.
+The directory checks (`verify_checkpoint`, `non_finite`) are also those of the vLLM worker
+extension (`rl.online.vllm_worker`), which requires the manifest.
 Only weights change: the processor, tokenizer and generation config stay those loaded at start-up.
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from venus_core.models.integrity import MANIFEST, PICKLE_SUFFIXES, manifest_digest, write_manifest
 
 if TYPE_CHECKING:
     import torch
 
-MANIFEST = "SHA256SUMS"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-
 
 class WeightsError(ValueError):
     """A checkpoint the server refuses to load; the served weights are unchanged."""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def verify_manifest(root: Path) -> int:
-    """Check `root/SHA256SUMS` (`sha256sum -c` format) when present; the number of files checked.
-
-    Every listed file must exist with its digest, and every `*.safetensors` file must be listed."""
-    manifest = root / MANIFEST
-    if not manifest.is_file():
-        return 0
-    listed: dict[str, str] = {}
-    for n, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        digest, sep, name = line.partition("  ")
-        name = name.removeprefix("*")
-        if not sep or len(digest) != 64 or not name or name.startswith("/") or ".." in Path(name).parts:
-            raise WeightsError(f"{manifest}:{n}: not a 'sha256  file' line: {line[:80]!r}")
-        listed[name] = digest.lower()
-    for name, digest in sorted(listed.items()):
-        file = root / name
-        if not file.is_file():
-            raise WeightsError(f"{manifest} lists {name}, which is missing")
-        if _sha256(file) != digest:
-            raise WeightsError(f"{root / name}: sha256 does not match {MANIFEST} (a partial or altered copy?)")
-    unlisted = sorted(p.name for p in root.glob("*.safetensors") if p.name not in listed)
-    if unlisted:
-        raise WeightsError(f"{manifest} does not list weight file {unlisted[0]}")
-    return len(listed)
-
-
-def refuse_pickles(root: Path) -> None:
-    """WeightsError naming the first pickle file anywhere under `root` (loading one executes code)."""
-    pickles = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                     if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES)
-    if pickles:
-        raise WeightsError(f"{root}: pickle file {pickles[0]} refused (loading it can execute code); "
-                           "write the checkpoint as safetensors only")
-
-
-def manifest_digest(root: Path) -> str | None:
-    """`sha256:<hex>` of `root/SHA256SUMS` (it names every file's digest, so it identifies the
-    checkpoint), or None without one."""
-    manifest = root / MANIFEST
-    return f"sha256:{_sha256(manifest)}" if manifest.is_file() else None
 
 
 def verify_checkpoint(path: Path, model_type: str | None = None, *, require_manifest: bool = False) -> str | None:
@@ -112,14 +58,9 @@ def verify_checkpoint(path: Path, model_type: str | None = None, *, require_mani
         raise WeightsError(f"reloading weights is not supported for model_type {declared!r}")
     architecture = architecture or next(iter(ARCHITECTURE_MODEL_TYPES))  # no config: check_checkpoint says why
     try:
-        check_checkpoint(path, architecture)
+        check_checkpoint(path, architecture, require_manifest=require_manifest)
     except (OSError, ValueError) as exc:
         raise WeightsError(str(exc)) from None
-    refuse_pickles(path)
-    if require_manifest and not (path / MANIFEST).is_file():
-        raise WeightsError(f"{path}: no {MANIFEST} manifest (the learner writes one last, after the weights); "
-                           "a checkpoint without it may be incomplete")
-    verify_manifest(path)
     return manifest_digest(path)
 
 
@@ -208,20 +149,5 @@ class WeightReloader:
         return {"weights_version": self.version, "weights_path": self.path}
 
 
-def manifest_lines(root: Path) -> str:
-    """A `SHA256SUMS` text for every file under `root` (what `verify_manifest` checks)."""
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(MANIFEST))
-    return "".join(f"{_sha256(p)}  {p.relative_to(root).as_posix()}\n" for p in files)
-
-
-def write_manifest(root: str | Path) -> Path:
-    """Write `root/SHA256SUMS` last, after the checkpoint is complete (the learner's side)."""
-    out = Path(root) / MANIFEST
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(manifest_lines(Path(root)), encoding="utf-8")
-    tmp.replace(out)
-    return out
-
-
 __all__ = ["MANIFEST", "PICKLE_SUFFIXES", "WeightReloader", "WeightsError", "manifest_digest", "non_finite",
-           "refuse_pickles", "verify_checkpoint", "verify_manifest", "write_manifest"]
+           "verify_checkpoint", "write_manifest"]

@@ -22,6 +22,7 @@ import torch
 from transformers import AutoModelForImageTextToText, GenerationConfig, Qwen3VLConfig
 
 from venus_core.config.spec import TinyModelSpec
+from venus_core.models.integrity import write_manifest
 from venus_core.models.processor import VenusVLProcessor, image_processor
 from venus_core.models.tokenizer import (
     ENDOFTEXT,
@@ -178,4 +179,5 @@ def build_tiny(spec: TinyModelSpec, out_dir: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     processor.save_pretrained(out)
+    write_manifest(out)  # like every checkpoint the platform writes (models.integrity)
     return out

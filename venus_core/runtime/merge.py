@@ -29,6 +29,7 @@ from venus_core.config import AgentSpec
 from venus_core.config.registry import registry
 from venus_core.config.spec import EvalSuiteSpec
 from venus_core.merge import MergeConfig, PartPolicy, merge_checkpoints
+from venus_core.models.integrity import verify_checkpoint_dir
 from venus_core.runtime import evaluate
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import job_tracking, register_merged
@@ -94,7 +95,12 @@ def weights_for(method: str, names: Sequence[str], spec: AgentSpec) -> list[floa
 def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[Path], out: Path,
               *, candidates: bool = False, tracker: Tracker | None = None,
               suites: Sequence[EvalSuiteSpec] | None = None) -> dict[str, Any]:
-    """Merge (and with `suites`, evaluate the candidates against the specialists); returns the report."""
+    """Merge (and with `suites`, evaluate the candidates against the specialists); returns the report.
+
+    The inputs are earlier stages' outputs, so each must pass `verify_checkpoint_dir` with its
+    SHA256SUMS (a specialist whose job was killed while writing has none) before anything is read."""
+    for d in (base, *dirs):
+        verify_checkpoint_dir(d, require_manifest=True)
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
     methods = [spec.merge.method]
     if candidates or suites is not None:

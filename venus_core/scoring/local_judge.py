@@ -51,7 +51,9 @@ class LocalJudge(JudgeBackend):
         if model is None or processor is None:
             from venus_core.models import load_model
 
-            model, processor = load_model(checkpoint, model_spec or ModelSpec(), device, tiny_dir=tiny_dir)
+            # a judge is a checkpoint from elsewhere: verified, its SHA256SUMS checked when it has one
+            model, processor = load_model(checkpoint, model_spec or ModelSpec(), device, tiny_dir=tiny_dir,
+                                          require_manifest=False)
         self.model, self.processor = model, processor
         if generate_fn is None:
             from venus_core.models.generation import generate

@@ -47,9 +47,11 @@ def resolve_base(model_spec: ModelSpec, work_dir: str | Path) -> Path | str:
 def load_base(model_spec: ModelSpec, work_dir: str | Path, device: Any = "cpu", *,
               training: bool = True) -> tuple[PreTrainedModel, ProcessorMixin]:
     """Load the training base (dtype auto: float32 master weights); the tiny model is built into
-    `work_dir/base-tiny`."""
+    `work_dir/base-tiny`. A base directory the user names may come from elsewhere (a hub download)
+    without SHA256SUMS; it is verified all the same, and its manifest checked when it has one."""
     target = resolve_base(model_spec, work_dir)
-    return load_model(target, model_spec, device, tiny_dir=Path(work_dir) / "base-tiny", training=training)
+    return load_model(target, model_spec, device, tiny_dir=Path(work_dir) / "base-tiny", training=training,
+                      require_manifest=model_spec.base in ("tiny", "bootstrap"))
 
 
 __all__ = ["BOOTSTRAP_DIR", "load_base", "resolve_base"]

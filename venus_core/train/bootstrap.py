@@ -15,6 +15,7 @@ bootstrap only stands in for that pre-training at toy scale.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -146,8 +147,8 @@ def bootstrap(
         _write_json(work / "bootstrap_progress.json", report)
     report["wall_s"] = round(time.perf_counter() - t_wall, 1)
     report["cpu_s"] = round(time.process_time() - t_cpu, 1)
-    save_model(model, processor, out)
-    _write_json(out / "bootstrap_report.json", report)
+    # the report goes in before SHA256SUMS: a file added after the manifest makes loaders refuse it
+    save_model(model, processor, out, **{"bootstrap_report.json": json.dumps(report, indent=2, default=str)})
     return report
 
 

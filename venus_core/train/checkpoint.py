@@ -5,10 +5,14 @@ is a directory `step-NNNNNNNN/` written under a temporary name, every file fsync
 into place (rename is atomic on POSIX), after which the `latest` pointer is replaced the same way;
 a crash at any moment leaves either the previous checkpoint or the new one, never a torn one.
 
-Contents: `model.safetensors` (weights), `optimizer.pt` and `rng.pt` (tensors only: loaded with
-`torch.load(weights_only=True)`, which refuses to unpickle arbitrary objects), `state.json` (step,
-scheduler state, data sampler position, Python and NumPy RNG states, anything else the trainer
-adds). Only rank 0 writes; under DDP every rank holds the same weights and optimizer state.
+Contents, safetensors and JSON only (nothing is unpickled on load): `model.safetensors` (weights),
+`optimizer.safetensors` (the optimizer state's tensors) with `optimizer.json` (the rest of its
+state dict, tensors named by key), `rng.safetensors` (torch CPU / CUDA generator states),
+`state.json` (step, scheduler state, data sampler position, Python and NumPy RNG states, anything
+else the trainer adds), then `SHA256SUMS` over all of them (`models.integrity`). `load_checkpoint`
+verifies the directory before reading it: a pickle file (the earlier `optimizer.pt` / `rng.pt`
+format too), a missing or mismatching manifest, or a lying safetensors header is an error naming
+the file. Only rank 0 writes; under DDP every rank holds the same weights and optimizer state.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,11 +28,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 from safetensors.torch import load_model as st_load_model
 from safetensors.torch import save_model as st_save_model
 
+from venus_core.models.integrity import verify_checkpoint_dir, write_manifest
+
 LATEST = "latest"
 _PREFIX = "step-"
+_NAME = re.compile(r"^step-\d{8}$")
+FILES = ("model.safetensors", "optimizer.safetensors", "optimizer.json", "rng.safetensors", "state.json")
 
 
 def _fsync(path: Path) -> None:
@@ -64,6 +74,39 @@ def set_rng_state(plain: dict[str, Any], tensors: dict[str, torch.Tensor]) -> No
         torch.cuda.set_rng_state_all(cuda)
 
 
+def _encode(value: Any, key: str, tensors: dict[str, torch.Tensor]) -> Any:
+    """A JSON form of an optimizer state-dict value; tensors go to `tensors` under `key`."""
+    if isinstance(value, torch.Tensor):
+        tensors[key] = value.detach().cpu().contiguous()
+        return {"__tensor__": key}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, f"{key}.{i}", tensors) for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, f"{key}.{i}", tensors) for i, v in enumerate(value)]
+    if isinstance(value, dict) and all(isinstance(k, (int, str)) for k in value):
+        return {"__items__": [[k, _encode(v, f"{key}.{k}", tensors)] for k, v in value.items()]}
+    raise TypeError(f"optimizer state {key}: a {type(value).__name__} cannot be saved as safetensors + JSON")
+
+
+def _decode(value: Any, tensors: dict[str, torch.Tensor], where: Path) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, tensors, where) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"__tensor__"}:
+            if value["__tensor__"] not in tensors:
+                raise ValueError(f"{where}: optimizer.json names tensor {value['__tensor__']!r}, "
+                                 "which optimizer.safetensors does not hold")
+            return tensors[value["__tensor__"]]
+        if set(value) == {"__tuple__"}:
+            return tuple(_decode(v, tensors, where) for v in value["__tuple__"])
+        if set(value) == {"__items__"}:
+            return {k: _decode(v, tensors, where) for k, v in value["__items__"]}
+        raise ValueError(f"{where}: optimizer.json holds an object of unknown form (keys {sorted(value)[:3]})")
+    return value
+
+
 def save_checkpoint(
     root: str | Path,
     step: int,
@@ -84,10 +127,14 @@ def save_checkpoint(
         st_save_model(model, str(tmp / "model.safetensors"))
         for name, extra in (extra_models or {}).items():
             st_save_model(extra, str(tmp / f"{name}.safetensors"))
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        opt_tensors: dict[str, torch.Tensor] = {}
+        opt_json = _encode(optimizer.state_dict(), "optimizer", opt_tensors)
+        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+        (tmp / "optimizer.json").write_text(json.dumps(opt_json), encoding="utf-8")
         plain_rng, tensor_rng = rng_state()
-        torch.save(tensor_rng, tmp / "rng.pt")
+        save_file({k: v.contiguous() for k, v in tensor_rng.items()}, str(tmp / "rng.safetensors"))
         (tmp / "state.json").write_text(json.dumps({"step": step, "rng": plain_rng, **state}), encoding="utf-8")
+        write_manifest(tmp)
         for f in tmp.iterdir():
             _fsync(f)
         _fsync(tmp)
@@ -115,7 +162,10 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     pointer = root / LATEST
     if not pointer.is_file():
         return None
-    path = root / pointer.read_text(encoding="utf-8").strip()
+    name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+    if not _NAME.match(name):  # never a path: "../elsewhere" or "/abs" would leave the root
+        raise ValueError(f"{pointer}: names {name[:80]!r}, not a checkpoint directory name (step-NNNNNNNN)")
+    path = root / name
     if not (path / "state.json").is_file():
         raise FileNotFoundError(f"{pointer} names {path.name}, which is missing or incomplete")
     return path
@@ -123,12 +173,14 @@ def latest_checkpoint(root: str | Path) -> Path | None:
 
 def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                     *, extra_models: dict[str, torch.nn.Module] | None = None) -> dict[str, Any]:
-    """Restore weights, optimizer and RNG state from `path`; returns its state.json (step, sampler, ...)."""
+    """Restore weights, optimizer and RNG state from `path` after verifying it (module doc);
+    returns its state.json (step, sampler, ...)."""
     path = Path(path)
     extras = extra_models or {}
-    for name in ("model.safetensors", "optimizer.pt", "rng.pt", "state.json", *(f"{n}.safetensors" for n in extras)):
+    for name in (*FILES, *(f"{n}.safetensors" for n in extras)):
         if not (path / name).is_file():
             raise FileNotFoundError(f"checkpoint {path}: {name} is missing")
+    verify_checkpoint_dir(path, require_manifest=True)
     missing, unexpected = st_load_model(model, str(path / "model.safetensors"), strict=False)
     if missing or unexpected:
         raise ValueError(f"checkpoint {path}: weights do not match the model (missing {missing}, unexpected {unexpected})")
@@ -138,12 +190,16 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
             raise ValueError(f"checkpoint {path}: {name}.safetensors does not match (missing {missing}, "
                              f"unexpected {unexpected})")
     if optimizer is not None:
-        optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
+        try:
+            raw = json.loads((path / "optimizer.json").read_text(encoding="utf-8"))
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"checkpoint {path}: optimizer.json is not valid JSON: {exc}") from None
+        optimizer.load_state_dict(_decode(raw, load_file(str(path / "optimizer.safetensors")), path))
     try:
         state = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ValueError(f"checkpoint {path}: state.json is not valid JSON: {exc}") from None
-    set_rng_state(state["rng"], torch.load(path / "rng.pt", map_location="cpu", weights_only=True))
+    set_rng_state(state["rng"], load_file(str(path / "rng.safetensors")))
     return state
 
 
