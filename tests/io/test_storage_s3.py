@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from minio import Minio
-from moto.server import ThreadedMotoServer
 
 from venus_core.io.storage import (MARKER, ArtifactExistsError, ArtifactNotFoundError, IncompleteArtifactError,
                                    IntegrityError, InvalidKeyError, RetryPolicy, StorageError,
@@ -31,15 +30,6 @@ from venus_core.io.storage.s3 import S3Store
 
 KEY, SECRET = "testing-access", "testing-secret"
 FAST = RetryPolicy(attempts=4, backoff=0.01, jitter=0.01, connect_timeout=2, read_timeout=10)
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture

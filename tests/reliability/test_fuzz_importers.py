@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import shutil
-import struct
 import tempfile
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,8 +35,8 @@ from typing import Any
 
 import pytest
 from fuzz_helpers import BUDGETS, Budget, fuzz, mutated, mutated_text, write_tree
+from hostile_files import bomb, image_bytes
 from hypothesis import strategies as st
-from PIL import Image
 
 import venus_core.data.importers  # noqa: F401 - registers the importers
 from venus_core.data import DatasetReader
@@ -52,32 +49,12 @@ CODES = {"path", "missing_image", "bad_image", "bad_value", "bad_box", "unknown_
          "duplicate", "schema", "failed"}
 
 
-def _png(w: int, h: int, color: tuple[int, int, int]) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (w, h), color).save(buf, format="PNG")
-    return buf.getvalue()
-
-
-def _jpeg(w: int, h: int) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (w, h), (9, 200, 9)).save(buf, format="JPEG")
-    return buf.getvalue()
-
-
-def _bomb(w: int = 100_000, h: int = 100_000) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b""))
-
-
 W, H = 64, 48
-OK = _png(W, H, (40, 80, 120))
-OK2 = _png(H, W, (120, 80, 40))
-SECRET = _png(20, 20, (255, 0, 0))
+OK = image_bytes(W, H, (40, 80, 120))
+OK2 = image_bytes(H, W, (120, 80, 40))
+SECRET = image_bytes(20, 20, (255, 0, 0))
 SECRET_REF = image_ref(hashlib.sha256(SECRET).hexdigest())
-POOL: dict[str, bytes] = {"ok.png": OK, "ok2.png": OK2, "jpeg.png": _jpeg(W, H), "bomb.png": _bomb(),
+POOL: dict[str, bytes] = {"ok.png": OK, "ok2.png": OK2, "jpeg.png": image_bytes(W, H, fmt="JPEG"), "bomb.png": bomb(),
                           "trunc.png": OK[: len(OK) // 2], "fake.png": b"not an image at all", "empty.png": b""}
 LINKS = ("link.png", "dirlink")  # symlinks to outside/secret.png and to outside/
 IMAGE_NAMES = st.sampled_from([*POOL, "link.png", "dirlink/secret.png", "missing.png", "../outside/secret.png",

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
+
+from venus_core.data.images import decode_image
 
 DEFAULT_MAX_TOKENS = 256
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit; the runner computes this many alternatives when logprobs are asked
@@ -115,8 +116,8 @@ def decode_data_url(url: Any, param: str) -> Image.Image:
         raw = base64.b64decode(m.group(3), validate=True)
     except (binascii.Error, ValueError) as exc:
         raise BadRequest(param, f"invalid base64: {exc}") from None
-    try:
-        with Image.open(io.BytesIO(raw)) as img:
+    try:  # the pixel count is checked from the header first: a small bomb never allocates its pixels
+        with decode_image(raw) as img:
             return img.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise BadRequest(param, f"not a readable image: {exc}") from None

@@ -109,7 +109,7 @@ def map_action(raw: Any, img: StagedImage, field: str) -> Action:
         return LongPress(box=_point(raw, img, field))
     if kind == "scroll":
         direction = get(raw, "direction", f"{field}.direction")
-        if direction not in CONTENT_TO_SWIPE:
+        if not isinstance(direction, str) or direction not in CONTENT_TO_SWIPE:
             raise Reject(f"{field}.direction", f"unknown scroll direction {direction!r}")
         finger, start, end = CONTENT_TO_SWIPE[direction]
         return Scroll(start=start, end=end, direction=finger)  # type: ignore[arg-type]

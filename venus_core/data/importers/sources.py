@@ -53,18 +53,29 @@ def file_failure(root: SourceRoot, path: Path, rej: Reject) -> Candidate:
 
 
 def _lines(f: BinaryIO, limit: int) -> Iterator[tuple[int, bytes | None, int]]:
-    """(line number, the line or None when it is longer than `limit` bytes, its length)."""
+    """(line number, the line or None when it is longer than `limit` bytes, its length).
+
+    Read in pieces of at most _SKIP_CHUNK bytes: a line is held only while it is within the
+    limit, and the pieces of an over-long one are dropped as soon as it passes it."""
     lineno = 0
-    while line := f.readline(limit + 1):
+    while piece := f.readline(_SKIP_CHUNK):
         lineno += 1
-        if len(line) <= limit or line.endswith(b"\n"):
-            yield lineno, line, len(line)
-            continue
-        size = len(line)
-        while (piece := f.readline(_SKIP_CHUNK)) and not piece.endswith(b"\n"):
+        pieces: list[bytes] | None = [piece]
+        size = len(piece)
+        while not piece.endswith(b"\n"):
+            piece = f.readline(_SKIP_CHUNK)
+            if not piece:
+                break
             size += len(piece)
-        size += len(piece)
-        yield lineno, None, size
+            if pieces is not None:
+                pieces.append(piece)
+                if size > limit + 1:  # longer than the limit even without its newline
+                    pieces = None
+        content = size - (1 if piece.endswith(b"\n") else 0)
+        if pieces is None or content > limit:
+            yield lineno, None, size
+        else:
+            yield lineno, b"".join(pieces), size
 
 
 def json_lines(root: SourceRoot, path: Path, *, max_line_bytes: int = MAX_JSON_LINE_BYTES,

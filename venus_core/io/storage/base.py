@@ -93,6 +93,15 @@ def parse_manifest(data: bytes, where: str) -> list[tuple[str, int, str]]:
         raise StorageError(f"corrupt completion marker {where}: {exc}") from None
 
 
+def local_target(dest: Path, rel: str, what: str) -> Path:
+    """`dest / rel` for a manifest entry, refused when it resolves outside `dest` (a symlink already
+    in the destination pointing elsewhere; the entry itself was validated as a key)."""
+    target = dest / rel
+    if not target.resolve().is_relative_to(dest.resolve()):
+        raise StorageError(f"{what}: manifest entry {rel!r} resolves outside {dest} (a symlink in the destination?)")
+    return target
+
+
 def check_prefix(prefix: str) -> str:
     return validate_key(prefix, what="prefix")
 
@@ -170,7 +179,7 @@ class ArtifactStore(ABC):
         listing = self.read_manifest(prefix)
         for entry in listing:
             rel = entry.key[len(prefix) + 1:]
-            got = self.get_file(entry.key, dest / rel)
+            got = self.get_file(entry.key, local_target(dest, rel, self.uri_for(prefix)))
             if got.sha256 != entry.sha256 or got.size != entry.size:
                 raise IntegrityError(
                     f"{self.uri_for(entry.key)}: stored object (sha256 {got.sha256}, {got.size} bytes) does not "

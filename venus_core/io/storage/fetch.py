@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from venus_core.io.storage import open_store
-from venus_core.io.storage.base import ArtifactStore, sha256_file
+from venus_core.io.storage.base import ArtifactStore, local_target, sha256_file
 from venus_core.io.storage.errors import IntegrityError, StorageError
 from venus_core.io.storage.keys import MARKER, join
 
@@ -86,17 +86,16 @@ def fetch_dir(uri: str, local_dir: str | os.PathLike[str], *, store: ArtifactSto
     stamp = dest / STAMP
     if stamp.is_file():
         try:
-            if json.loads(stamp.read_text(encoding="utf-8")).get("manifest_sha256") == digest:
-                report.up_to_date = True
-                return report
-        except json.JSONDecodeError:
-            pass
+            recorded = json.loads(stamp.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError):  # a torn or foreign stamp: fetch again
+            recorded = None
+        if isinstance(recorded, dict) and recorded.get("manifest_sha256") == digest:
+            report.up_to_date = True
+            return report
         stamp.unlink()
     for entry in store.read_manifest(prefix):
         rel = entry.key[len(prefix) + 1:]
-        target = dest / rel
-        if not target.resolve().is_relative_to(dest.resolve()):
-            raise StorageError(f"{uri}: manifest entry {rel!r} points outside {dest}")
+        target = local_target(dest, rel, uri)
         assert entry.sha256 is not None  # parse_manifest requires it
         if _local_ok(target, entry.size, entry.sha256):
             report.reused.append(rel)
