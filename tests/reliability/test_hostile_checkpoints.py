@@ -249,3 +249,22 @@ def test_merge_inputs_are_verified_before_anything_is_written(tmp_path: Path, ca
     else:
         assert result.exit_code == 2 and "mobile" in result.output, result.output
         assert not (tmp_path / "cli-out").exists()
+
+
+def test_venus_checkpoint_seal_and_verify(tiny: Path, tmp_path: Path) -> None:
+    outside = _copy(tiny, tmp_path / "from-elsewhere")
+    (outside / "SHA256SUMS").unlink()  # as a hub download arrives
+    runner = CliRunner()
+    refused = runner.invoke(app, ["checkpoint", "verify", str(outside)])
+    assert refused.exit_code == 2 and "venus checkpoint seal" in refused.output
+    assert runner.invoke(app, ["checkpoint", "verify", "--manifest-optional", str(outside)]).exit_code == 0
+    sealed = runner.invoke(app, ["checkpoint", "seal", str(outside)])
+    assert sealed.exit_code == 0 and "sealed, manifest sha256:" in sealed.output, sealed.output
+    assert load_model(outside, ModelSpec())[0] is not None  # now a stage may take it
+    assert runner.invoke(app, ["checkpoint", "seal", str(outside)]).exit_code == 2  # never re-sealed over a change
+    pickled = _copy(tiny, tmp_path / "pickled-elsewhere")
+    (pickled / "SHA256SUMS").unlink()
+    torch.save({"x": 1}, pickled / "training_args.bin")
+    result = runner.invoke(app, ["checkpoint", "seal", str(pickled)])
+    assert result.exit_code == 2 and "training_args.bin: pickle file refused" in result.output
+    assert not (pickled / "SHA256SUMS").exists()

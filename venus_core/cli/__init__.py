@@ -15,6 +15,7 @@ import typer
 from venus_core import __version__
 from venus_core.cli import (
     agent_cmd,
+    checkpoint_cmd,
     collect_cmd,
     devices_cmd,
     eval_cmd,
@@ -44,7 +45,7 @@ for _module in (synth_cmd, import_cmd, score_cmd, collect_cmd):
 app.add_typer(spec_app, name="spec")
 app.add_typer(data_app, name="data")
 for _module in (agent_cmd, devices_cmd, run_cmd, pipeline_cmd, train_cmd, merge_cmd, eval_cmd, runs_cmd, gateway_cmd,
-                serve_cmd):
+                serve_cmd, checkpoint_cmd):
     _module.register(app)
 
 

@@ -95,7 +95,8 @@ def verify_manifest(root: Path, *, required: bool) -> int:
         if required:
             raise CheckpointIntegrityError(
                 f"{root}: no {MANIFEST} manifest (a platform checkpoint writes it last, after its "
-                "files): the checkpoint is incomplete or was not written by the platform")
+                "files): the checkpoint is incomplete or was not written by the platform; for one "
+                "brought from elsewhere, `venus checkpoint seal DIR` writes it after the other checks")
         return 0
     listed = read_manifest(root)
     for name, digest in sorted(listed.items()):
