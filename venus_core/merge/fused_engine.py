@@ -13,7 +13,6 @@ base without a threshold pass or a kernel (the merge would write the base's byte
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
