@@ -137,3 +137,11 @@ def check_point(text: str) -> str:
 def test_grounding_point_parser(budget: Budget) -> None:
     tally = fuzz("grounding-point parser", POINT_TEXT, check_point, budget)
     assert tally.outcomes["accepted"] > 0 and tally.outcomes["ActionParseError"] > 0
+
+
+@pytest.mark.parametrize("sep", ["\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\u2028", "\u3000"])
+def test_point_numbers_around_unicode_whitespace(sep: str) -> None:
+    """Found by atheris: the pattern's \\s matched U+001D, which float() refused (a bare ValueError)."""
+    assert parse_point(f"[1{sep},{sep}2{sep}]") == (1, 2)
+    with pytest.raises(ActionParseError):
+        parse_point(f"teswe[0,-1{sep},2],-,4]")  # three numbers: no point

@@ -151,7 +151,9 @@ _BETWEEN_POINTS = re.compile(r"\s*,?\s*")
 
 
 def _numbers(m: re.Match[str]) -> list[float]:
-    return [float(v) for v in (m["sq"] or m["rd"]).split(",")]
+    # str.strip, not float's own: the pattern's \s also matches Unicode separators such as
+    # U+001D, which float() refuses (found by atheris: "[0,-1\x1d,2]" raised a bare ValueError)
+    return [float(v.strip()) for v in (m["sq"] or m["rd"]).split(",")]
 
 
 def parse_point(text: str) -> Point | Refusal:
