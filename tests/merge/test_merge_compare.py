@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from venus_core.config import AgentSpec
 from venus_core.data import DatasetWriter, GroundingSample, Provenance
+from venus_core.models.integrity import write_manifest
 
 AGENT = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
@@ -41,6 +42,7 @@ def _specialist(base: Path, out: Path, seed: int) -> Path:
             if v.is_floating_point() and "visual" not in k:
                 tensors[k] = v + torch.randn(v.shape, generator=g).to(v.dtype) * 0.01
         save_file(tensors, str(f), metadata={"format": "pt"})
+    write_manifest(out)  # a fine-tune written by the platform carries its SHA256SUMS (the merge job verifies it)
     return out
 
 
