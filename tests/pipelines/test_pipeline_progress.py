@@ -308,7 +308,8 @@ def test_a_stage_that_handles_sigint_stops_without_sigkill() -> None:
     proc = _child("import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
                   "    raise SystemExit(3)")
     assert proc.pid in _descendants()
-    assert stop_stage_processes([proc.pid], grace_s=0.3) == []
+    # the grace is an upper bound (it returns once the child has exited): a loaded machine needs seconds
+    assert stop_stage_processes([proc.pid], grace_s=20) == []
     assert proc.pid not in _descendants()
 
 
@@ -319,7 +320,7 @@ def test_the_stage_shell_and_the_job_below_it_are_stopped_together() -> None:
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     job = _descendants(proc.pid)
     assert len(job) == 1
-    assert stop_stage_processes([proc.pid], grace_s=2) == []
+    assert stop_stage_processes([proc.pid], grace_s=20) == []
     assert not any(pid in _descendants() for pid in (proc.pid, *job))
 
 
