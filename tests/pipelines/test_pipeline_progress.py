@@ -8,6 +8,7 @@ test_pipeline_local_run.py.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -298,8 +299,14 @@ def test_a_metadata_only_output_gets_a_file_so_the_cache_can_hit(tmp_path: Path)
 # ----------------------------------------------------------------------------- Ctrl-C: stopping the stage
 
 
+def _sigint_default() -> None:
+    """A suite started in the background (`cmd &`) inherits SIGINT ignored, and so would every child: a
+    terminal's Ctrl-C is what the tests model, so the children start with the default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _child(code: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -316,7 +323,8 @@ def test_a_stage_that_handles_sigint_stops_without_sigkill() -> None:
 def test_the_stage_shell_and_the_job_below_it_are_stopped_together() -> None:
     """kfp.local's stage is `sh -ec ...` running Python: a SIGINT must reach the job, not only the shell."""
     proc = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; print(\"ready\", flush=True); "
-                             "time.sleep(60)'; echo after"], stdout=subprocess.PIPE, text=True)
+                             "time.sleep(60)'; echo after"], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     job = _descendants(proc.pid)
     assert len(job) == 1
