@@ -117,6 +117,8 @@ def test_a_replayed_token_of_an_ended_lease_is_refused(stack: Stack, echo_server
     assert SIGNER.verify(tok).exp > time.time()  # signature and expiry would still admit it
     with pytest.raises(TokenRevoked, match="has ended"):
         open_tunnel_socket(split_addr(lease.grant.gateway), line, 5.0)
+    # the device counts a connection when its handler thread runs, which can lag under load
+    wait_until(lambda: echo_server.accepted >= 2, "the device saw both admitted sessions")
     assert echo_server.accepted == 2  # the two admitted sessions, nothing after the release
 
 
