@@ -152,10 +152,29 @@ class WebRLSpec(MobileRLSpec):
     reward: RewardName = Field("navigation_web", description="registered reward function of this domain")
 
 
+class RLDistributedSpec(Section):
+    """Distributed launch of the offline GRPO jobs (`venus_core.rl.distributed`), as
+    `mid_train.distributed` for mid-training: each rank samples and trains on its strided share of
+    a step's groups; DDP or FSDP2 averages the gradients."""
+
+    backend: Literal["auto", "single", "ddp", "fsdp2"] = Field(
+        "auto", description="auto = single process, DDP under torchrun; fsdp2 shards weights, gradients and "
+        "optimizer state (8B / 30B-A3B; why not DeepSpeed ZeRO-3: venus_core/rl/distributed.py)")
+    nodes: int = Field(1, ge=1, description="nodes of the training job")
+    procs_per_node: int = Field(1, ge=1, description="processes (GPUs) per node")
+    gradient_checkpointing: Literal["auto", "on", "off"] = Field(
+        "auto", description="trade compute for activation memory; auto = on when the policy is on a GPU")
+    launcher: Literal["in_pod", "trainjob"] = Field(
+        "in_pod", description="cluster: torchrun inside the component pod, or a Kubeflow Trainer TrainJob")
+    timeout_s: float = Field(172_800.0, gt=0, description="launcher=trainjob: delete the TrainJob and fail after this long")
+
+
 class OfflineRLSpec(Section):
     grounding: GroundingRLSpec = Field(default_factory=GroundingRLSpec, description="grounding GRPO job")
     mobile: MobileRLSpec = Field(default_factory=MobileRLSpec, description="mobile navigation GRPO job")
     web: WebRLSpec = Field(default_factory=WebRLSpec, description="web navigation GRPO job")
+    distributed: RLDistributedSpec = Field(default_factory=RLDistributedSpec,
+                                           description="distributed launch of the three jobs")
 
 
 class OnlineRewardSpec(Section):

@@ -144,16 +144,18 @@ def _pixel_bounds(path: Path, spec: ModelSpec) -> tuple[int, int]:
     return spec.min_pixels, spec.max_pixels
 
 
-def save_model(model: PreTrainedModel, processor: ProcessorMixin, out_dir: str | Path, **extra: Any) -> Path:
+def save_model(model: PreTrainedModel, processor: ProcessorMixin, out_dir: str | Path, *,
+               state_dict: dict[str, Any] | None = None, **extra: Any) -> Path:
     """Write `model` and `processor` as an HF directory: safetensors, config, processor, template,
-    then SHA256SUMS over all of it, last (`integrity.write_manifest`).
+    then SHA256SUMS over all of it, last (`integrity.write_manifest`). `state_dict` (default the
+    model's own) are the weights to write, e.g. the whole weights gathered from FSDP2 shards.
 
     `extra` files are written as `<name>` → text (e.g. provenance JSON) before the manifest: a
     file added to the directory afterwards makes loaders refuse it. Returns `out_dir`.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(out, safe_serialization=True, **({"state_dict": state_dict} if state_dict is not None else {}))
     processor.save_pretrained(out)
     for name, text in extra.items():
         if "/" in name or name.startswith("."):

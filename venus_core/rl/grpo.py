@@ -15,10 +15,17 @@ Departures from the papers, all deliberate:
 - AdamW with betas (0.9, 0.98) and gradient clipping at 1.0, constant learning rate.
 - LoRA: the reference is the same network with the adapters switched off (no second copy);
   the saved checkpoint has the adapters merged (a plain HF checkpoint).
+- Each group is sampled from its own seed (`group_seed`), so its rollouts do not depend on the
+  other prompts of the batch, nor on the world size of a distributed run.
+
+Distributed (`venus_core.rl.distributed`, `offline_rl.distributed`): each rank takes its strided
+share of a step's groups; the loss is divided by the global batch's token count and DDP or FSDP2
+averages the gradients, so the weights are the one-process weights (tests/rl/test_rl_distributed.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import time
@@ -33,8 +40,12 @@ from venus_core.config.registry import REWARDS
 from venus_core.config.spec import LoraSpec, OfflineRLDomainSpec
 from venus_core.models.placement import model_device, reference_device
 from venus_core.rewards.base import RewardResult, score_batch
+from venus_core.rl.distributed import (all_sum, enable_gradient_checkpointing, fsdp2_shard, full_weights, gather,
+                                      local_value, single_env, wrap_policy)
 from venus_core.rl.losses import grpo_loss, group_advantages
 from venus_core.rl.rollout import RolloutBatch, sample_groups, sequence_logprobs
+from venus_core.train.distributed import DistEnv
+from venus_core.train.mixture import split_for_rank
 from venus_core.train.tracker import Tracker
 
 
@@ -47,7 +58,9 @@ class PromptItem:
     record_id: str
 
 
-StepHook = Callable[[int, Sequence[PromptItem], RolloutBatch, list[RewardResult]], None]
+StepHook = Callable[[int, Sequence[PromptItem], list[str], list[RewardResult]], None]
+"""hook(step, items, texts, results): every group of the step's global batch, G texts and results
+per item in item order (gathered from all ranks in a distributed run)."""
 
 
 def vision_tower(model: torch.nn.Module) -> torch.nn.Module:
@@ -96,6 +109,8 @@ class OfflineGRPO:
         *,
         max_steps: int | None = None,
         minibatches: int = 1,
+        env: DistEnv | None = None,
+        gradient_checkpointing: bool = False,
     ) -> None:
         if minibatches < 1:
             raise ValueError(f"minibatches must be >= 1, got {minibatches}")
@@ -105,6 +120,7 @@ class OfflineGRPO:
         self.max_steps = max_steps or spec.max_steps
         self.minibatches = minibatches
         self.reward_fn = REWARDS.get(spec.reward)
+        self.env = env if env is not None else single_env(model_device(model))
         torch.manual_seed(spec.seed)
         self.lora = spec.lora.enabled
         self.model: torch.nn.Module = apply_lora(model, spec.lora) if self.lora else model
@@ -116,15 +132,29 @@ class OfflineGRPO:
             # Its log-probs are moved to the policy's device in `grpo_loss`. The optimizer state
             # is created on the policy's device (AdamW allocates it next to each parameter).
             self.ref = copy.deepcopy(model).eval()
-            self.ref.to(reference_device(model_device(model)))
+            self.ref.to(reference_device(model_device(model)) if self.env.world == 1 else self.env.device)
             for p in self.ref.parameters():
                 p.requires_grad_(False)
+            if self.env.backend == "fsdp2":
+                fsdp2_shard(self.ref, self.env)
+        self.gradient_checkpointing = gradient_checkpointing
+        if gradient_checkpointing:
+            enable_gradient_checkpointing(self.model)
+        self.net = wrap_policy(self.model, self.env)  # what the training passes call (DDP / FSDP2)
         params = [p for p in self.model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("nothing to train: every parameter is frozen")
         self.trainable = sum(p.numel() for p in params)
         self.optimizer = torch.optim.AdamW(params, lr=spec.lr, betas=(0.9, 0.98), weight_decay=0.0)
         self.params = params
+
+    def rollout_weights(self) -> contextlib.AbstractContextManager[None]:
+        """Context in which the policy generates: whole weights under FSDP2 (every rank enters it)."""
+        return full_weights(self.model, self.env)
+
+    def group_seed(self, step: int, group: int) -> int:
+        """Sampling seed of global group `group` at `step`: the same on whichever rank samples it."""
+        return (self.spec.seed * 1_000_003 + step) * 100_003 + group
 
     # ------------------------------------------------------------------ one step
     def _ref_logprobs(self, batch: RolloutBatch) -> torch.Tensor | None:
@@ -138,26 +168,51 @@ class OfflineGRPO:
             return sequence_logprobs(self.ref, batch, temperature=self.spec.temperature)[0]
 
     def step(self, items: Sequence[PromptItem], step: int, hook: StepHook | None = None) -> dict[str, float]:
-        """Roll out, score, update once (or `minibatches` times); log and return the metrics."""
-        spec = self.spec
+        """Roll out, score, update once (or `minibatches` times); log and return the metrics.
+
+        `items` is the global batch; this rank samples and trains on its strided share of the
+        groups (`rl.distributed`), and the metrics (and `hook`) cover the whole batch."""
+        spec, env = self.spec, self.env
         g = spec.group_size
+        if len(items) < env.world:
+            raise ValueError(f"{len(items)} prompts for {env.world} ranks: every rank needs a group "
+                             "(prompts_per_step >= the world size)")
         progress = min(1.0, step / max(1, self.max_steps))
         t0 = time.perf_counter()
-        batch = sample_groups(self.model, self.processor, [it.messages for it in items], g, spec.max_new_tokens,
-                              temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed * 1_000_003 + step)
+        mine = split_for_rank(list(range(len(items))), env.rank, env.world)
+        local = [items[i] for i in mine]
+        with self.rollout_weights():
+            batch = sample_groups(self.model, self.processor, [it.messages for it in local], g, spec.max_new_tokens,
+                                  temperature=spec.temperature, top_p=spec.top_p,
+                                  group_seeds=[self.group_seed(step, i) for i in mine])
         t_gen = time.perf_counter() - t0
-        refs = [it.reference for it in items for _ in range(g)]
+        refs = [it.reference for it in local for _ in range(g)]
         results = score_batch(self.reward_fn, batch.texts, refs, spec.rewards, progress)
+        lengths = batch.completion_mask.sum(dim=1)
+        ended = batch.completion_mask[:, -1] == 0
+        truncated = (lengths == batch.completion_ids.shape[1]) & ~ended
+        everyone = gather(env, (mine, batch.texts, results, lengths.tolist(), truncated.tolist()))
+        by_group: dict[int, tuple[list[str], list[RewardResult], list[float], list[bool]]] = {}
+        for groups, texts, res, lens, trunc in everyone:
+            for j, gi in enumerate(groups):
+                rows = slice(j * g, (j + 1) * g)
+                by_group[gi] = (texts[rows], res[rows], lens[rows], trunc[rows])
+        order = [by_group[i] for i in range(len(items))]
+        all_texts = [t for o in order for t in o[0]]
+        all_results = [r for o in order for r in o[1]]
+        all_lengths = torch.tensor([x for o in order for x in o[2]], dtype=torch.float32)
+        all_truncated = torch.tensor([x for o in order for x in o[3]], dtype=torch.bool)
         if hook is not None:
-            hook(step, items, batch, results)
-        rewards = torch.tensor([r.total for r in results], dtype=torch.float32).view(len(items), g)
+            hook(step, items, all_texts, all_results)
+        rewards = torch.tensor([r.total for r in all_results], dtype=torch.float32).view(len(items), g)
         adv, zero = group_advantages(rewards, spec.adv_eps)
-        metrics = self._rollout_metrics(batch, results, rewards, adv, zero)
+        metrics = self._rollout_metrics(all_results, rewards, adv, zero, all_lengths, all_truncated)
         keep_groups = [i for i in range(len(items)) if not bool(zero[i])]
         t1 = time.perf_counter()
         t_lp = t_bw = 0.0
         if keep_groups:
-            t_lp, t_bw, update = self._update(batch, adv.view(-1), keep_groups)
+            local_adv = adv[mine].reshape(-1)
+            t_lp, t_bw, update = self._update(batch, local_adv, keep_groups, mine, all_lengths.view(len(items), g))
             metrics.update(update)
         else:
             metrics.update({"loss": 0.0, "policy_loss": 0.0, "kl": float("nan"), "entropy": float("nan"),
@@ -170,13 +225,23 @@ class OfflineGRPO:
         self.tracker.log_metrics(metrics, step)
         return metrics
 
-    def _update(self, batch: RolloutBatch, adv: torch.Tensor, groups: list[int]) -> tuple[float, float, dict[str, float]]:
-        spec = self.spec
+    def _update(self, batch: RolloutBatch, adv: torch.Tensor, groups: list[int], mine: list[int],
+                lengths: torch.Tensor) -> tuple[float, float, dict[str, float]]:
+        """One optimizer step per minibatch of the global kept `groups`; this rank computes the
+        part of each that it holds (`mine`: the global index of each local group; `lengths`:
+        [groups, G] completion lengths of the whole batch, for the global token counts)."""
+        spec, env = self.spec, self.env
         g = spec.group_size
         chunks = [groups[i :: self.minibatches] for i in range(self.minibatches)]
         chunks = [sorted(c) for c in chunks if c]
+        where = {gi: j for j, gi in enumerate(mine)}
+        parts = [[where[gi] for gi in c if gi in where] for c in chunks]
+        # a rank holding none of a minibatch still runs it (on its first group, weight 0): the
+        # gradient averaging is a collective every rank must join
+        local = [p or [0] for p in parts]
+        tokens = [float(lengths[c].sum()) for c in chunks]
         t_lp = t_bw = 0.0
-        sub_batches = [batch.select([gi * g + j for gi in c for j in range(g)]) for c in chunks]
+        sub_batches = [batch.select([j * g + k for j in c for k in range(g)]) for c in local]
         t = time.perf_counter()
         ref_lps = [self._ref_logprobs(b) for b in sub_batches]
         old_lps: list[torch.Tensor | None] = [None] * len(sub_batches)
@@ -187,21 +252,27 @@ class OfflineGRPO:
         totals: dict[str, float] = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "entropy": 0.0,
                                     "clip_fraction": 0.0, "grad_norm": 0.0}
         self.model.train()
-        for c, sub, ref_lp, old_lp in zip(chunks, sub_batches, ref_lps, old_lps, strict=True):
+        for c, part, rows_of, sub, ref_lp, old_lp, n_tok in zip(chunks, parts, local, sub_batches, ref_lps, old_lps,
+                                                                 tokens, strict=True):
             t = time.perf_counter()
-            logp, ent = sequence_logprobs(self.model, sub, temperature=spec.temperature, with_entropy=True)
-            rows = torch.as_tensor([gi * g + j for gi in c for j in range(g)])  # adv and rows stay on the CPU
+            logp, ent = sequence_logprobs(self.model, sub, temperature=spec.temperature, with_entropy=True,
+                                          shared_prefix=not self.gradient_checkpointing, forward=self.net)
+            rows = torch.as_tensor([j * g + k for j in rows_of for k in range(g)])  # adv and rows stay on the CPU
             out = grpo_loss(logp, logp.detach() if old_lp is None else old_lp, ref_lp, adv[rows], sub.completion_mask,
-                            clip_eps=spec.clip_eps, kl_coef=spec.kl_coef, entropy=ent, entropy_coef=spec.entropy_coef)
+                            clip_eps=spec.clip_eps, kl_coef=spec.kl_coef, entropy=ent, entropy_coef=spec.entropy_coef,
+                            tokens=n_tok)
+            weight = float(env.world) if part else 0.0  # the wrappers average over ranks: the shares add up
             self.optimizer.zero_grad(set_to_none=True)
-            out.loss.backward()
-            gn = torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+            (out.loss * weight).backward()
+            gn = local_value(torch.nn.utils.clip_grad_norm_(self.params, 1.0))
             self.optimizer.step()
             t_bw += time.perf_counter() - t
+            shares = [float(out.loss.detach()), out.policy, out.kl, out.entropy, out.clip_fraction]
+            shares = all_sum(env, [v if part else 0.0 for v in shares])
             w = len(c) / len(groups)
-            for k, v in (("loss", float(out.loss.detach())), ("policy_loss", out.policy), ("kl", out.kl),
-                         ("entropy", out.entropy), ("clip_fraction", out.clip_fraction), ("grad_norm", float(gn))):
+            for k, v in zip(("loss", "policy_loss", "kl", "entropy", "clip_fraction"), shares, strict=True):
                 totals[k] += w * v
+            totals["grad_norm"] += w * gn
         self.model.eval()
         if spec.kl_coef <= 0:
             totals["kl"] = float("nan")
@@ -209,8 +280,8 @@ class OfflineGRPO:
         return t_lp, t_bw, totals
 
     @staticmethod
-    def _rollout_metrics(batch: RolloutBatch, results: list[RewardResult], rewards: torch.Tensor,
-                         adv: torch.Tensor, zero: torch.Tensor) -> dict[str, float]:
+    def _rollout_metrics(results: list[RewardResult], rewards: torch.Tensor, adv: torch.Tensor, zero: torch.Tensor,
+                         lengths: torch.Tensor, truncated: torch.Tensor) -> dict[str, float]:
         m: dict[str, float] = {}
         flat = rewards.view(-1)
         m["reward/mean"] = float(flat.mean())
@@ -223,12 +294,9 @@ class OfflineGRPO:
         m["advantage/mean"] = float(kept.mean()) if kept.numel() else 0.0
         m["advantage/std"] = float(kept.std(unbiased=False)) if kept.numel() else 0.0
         m["advantage/abs_max"] = float(kept.abs().max()) if kept.numel() else 0.0
-        lengths = batch.completion_mask.sum(dim=1)
         m["completion_len/mean"] = float(lengths.mean())
         m["completion_len/max"] = float(lengths.max())
-        ended = batch.completion_mask[:, -1] == 0
-        full = lengths == batch.completion_ids.shape[1]
-        m["completion/truncated_frac"] = float((full & ~ended).float().mean())
+        m["completion/truncated_frac"] = float(truncated.float().mean())
         m["parse_fail_rate"] = sum(1 for r in results if not r.parsed) / len(results)
         m["groups/total"] = float(zero.numel())
         m["groups/zero_variance"] = float(zero.sum())

@@ -106,6 +106,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / total.clamp(min=1.0)
 
 
+_masked_mean = masked_mean
+
+
 def grpo_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
@@ -117,10 +120,14 @@ def grpo_loss(
     kl_coef: float,
     entropy: torch.Tensor | None = None,
     entropy_coef: float = 0.0,
+    tokens: float | None = None,
 ) -> GRPOLoss:
     """Token-level GRPO loss: mean over real tokens of clipped surrogate + β·k3 − λ·entropy.
 
     logp, old_logp, ref_logp, entropy, mask: [N, T]; advantages: [N] -> GRPOLoss.
+    `tokens`: divide the sums by this token count instead of the mask's: with the batch split
+    across ranks, the global batch's count, so the loss (and every part) is this rank's share of
+    the global token mean and the shares of all ranks add up to the one-process values.
     `ref_logp` may be None only when kl_coef is 0; `entropy` only when entropy_coef is 0.
     Every tensor is brought to `logp`'s device (the policy's): the mask and advantages are built
     on the CPU, a reference on another GPU returns its log-probs there.
@@ -131,6 +138,11 @@ def grpo_loss(
         raise ValueError(f"advantages must be [{logp.shape[0]}], got {tuple(advantages.shape)}")
     dev = logp.device
     mask = mask.to(dev, logp.dtype)
+    if tokens is not None and tokens <= 0:
+        raise ValueError(f"tokens must be > 0, got {tokens}")
+
+    def masked_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return _masked_mean(x, m) if tokens is None else (x * m).sum() / tokens
     old_logp = old_logp.to(dev)
     if ref_logp is not None:
         ref_logp = ref_logp.to(dev)

@@ -19,10 +19,12 @@ from venus_core.config.spec import OfflineRLDomainSpec
 from venus_core.data.schema import NavigationStep
 from venus_core.models.batches import OpenImage
 from venus_core.rewards.base import RewardResult, score_batch
+from venus_core.rl.distributed import gather
 from venus_core.rl.grpo import OfflineGRPO, PromptItem
 from venus_core.rl.history import PooledThought, ThoughtPool, action_mix, add_rollouts, align_history, sparse_variants
 from venus_core.rl.prompts import navigation_item
-from venus_core.rl.rollout import RolloutBatch, sample_groups
+from venus_core.rl.rollout import sample_groups
+from venus_core.train.mixture import split_for_rank
 from venus_core.train.tracker import Tracker
 
 
@@ -83,14 +85,15 @@ class NavigationEpochs:
     def items_for_epoch(self, epoch: int) -> list[PromptItem]:
         return [navigation_item(s, self.open_image) for s in self.current + self.variants]
 
-    def hook(self, step: int, items: Sequence[PromptItem], batch: RolloutBatch, results: list[RewardResult]) -> None:
-        """Pool the matching thoughts of this GRPO step's rollouts."""
+    def hook(self, step: int, items: Sequence[PromptItem], texts: list[str], results: list[RewardResult]) -> None:
+        """Pool the matching thoughts of this GRPO step's rollouts (the whole global batch: every
+        rank of a distributed run pools the same thoughts and keeps the same state)."""
         if self.spec.history_alignment is None or not self.spec.history_alignment.enabled:
             return
-        g = batch.group_size
+        g = self.spec.group_size
         for i, it in enumerate(items):
             s = self.by_id[it.record_id]
-            add_rollouts(self.pool, s, batch.texts[i * g : (i + 1) * g], [r.total for r in results[i * g : (i + 1) * g]])
+            add_rollouts(self.pool, s, texts[i * g : (i + 1) * g], [r.total for r in results[i * g : (i + 1) * g]])
 
     def after_epoch(self, trainer: OfflineGRPO, epoch: int) -> None:
         """Sample R rollouts per step, pool the matching thoughts, align histories, rebuild variants."""
@@ -116,22 +119,33 @@ class NavigationEpochs:
         self.tracker.log_metrics({k: float(v) for k, v in record.items() if k != "action_mix"}, epoch)
 
     def _pool_rollouts(self, trainer: OfflineGRPO, r: int, epoch: int) -> int:
+        """R rollouts per training step, pooled. The chunks of steps are shared out over the ranks
+        of a distributed run (strided) and their texts gathered, so every rank pools them all, in order."""
         spec = self.spec
-        matched = 0
         chunk = max(1, spec.prompts_per_step)
-        for k in range(0, len(self.base), chunk):
-            steps = self.base[k : k + chunk]
-            prompts = [navigation_item(s, self.open_image).messages for s in steps]
-            g = r
-            batch = sample_groups(trainer.model, trainer.processor, prompts, g, spec.max_new_tokens,  # type: ignore[arg-type]
-                                  temperature=spec.temperature, top_p=spec.top_p,
-                                  seed=spec.seed * 7919 + epoch * 100_003 + k)
-            refs = [{"action": s.action, "target_box": list(s.target_box) if s.target_box else None}
-                    for s in steps for _ in range(g)]
-            results = score_batch(trainer.reward_fn, batch.texts, refs, spec.rewards, 1.0)
-            for i, s in enumerate(steps):
-                texts = batch.texts[i * g : i * g + r]
-                matched += add_rollouts(self.pool, s, texts, [x.total for x in results[i * g : i * g + r]])
+        starts = list(range(0, len(self.base), chunk))
+        env = trainer.env
+        mine = split_for_rank(starts, env.rank, env.world)
+        done: list[tuple[int, list[list[str]], list[list[float]]]] = []
+        # every rank runs as many sampling passes (FSDP2's unsharded weights need no collectives
+        # inside, but the ranks must enter and leave `rollout_weights` together)
+        with trainer.rollout_weights():
+            for k in mine:
+                steps = self.base[k : k + chunk]
+                prompts = [navigation_item(s, self.open_image).messages for s in steps]
+                batch = sample_groups(trainer.model, trainer.processor, prompts, r, spec.max_new_tokens,  # type: ignore[arg-type]
+                                      temperature=spec.temperature, top_p=spec.top_p,
+                                      group_seeds=[(spec.seed * 7919 + epoch) * 1_000_003 + k + i
+                                                   for i in range(len(steps))])
+                refs = [{"action": s.action, "target_box": list(s.target_box) if s.target_box else None}
+                        for s in steps for _ in range(r)]
+                results = score_batch(trainer.reward_fn, batch.texts, refs, spec.rewards, 1.0)
+                done.append((k, [batch.texts[i * r : (i + 1) * r] for i in range(len(steps))],
+                             [[x.total for x in results[i * r : (i + 1) * r]] for i in range(len(steps))]))
+        matched = 0
+        for k, texts, totals in sorted((d for part in gather(env, done) for d in part), key=lambda d: d[0]):
+            for i, s in enumerate(self.base[k : k + chunk]):
+                matched += add_rollouts(self.pool, s, texts[i], totals[i])
         return matched
 
 

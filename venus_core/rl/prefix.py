@@ -56,10 +56,12 @@ def _cache_kwarg(model: PreTrainedModel) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def shared_prefix_logits(model: PreTrainedModel, batch: RolloutBatch) -> torch.Tensor:
+def shared_prefix_logits(model: PreTrainedModel, batch: RolloutBatch,
+                         forward: torch.nn.Module | None = None) -> torch.Tensor:
     """Logits predicting each completion token, [N, T, V], computed with one prompt pass per group.
 
-    Runs under the caller's grad mode. Rows must be prompt-major groups of `batch.group_size`
+    Runs under the caller's grad mode. `forward` (default `model`) is what the passes call: a
+    DistributedDataParallel wrapper of `model`, whose hooks average the gradients across ranks. Rows must be prompt-major groups of `batch.group_size`
     identical prompts (what `sample_groups` and `RolloutBatch.select` produce): checked.
     """
     g = batch.group_size
@@ -93,12 +95,13 @@ def shared_prefix_logits(model: PreTrainedModel, batch: RolloutBatch) -> torch.T
     first_d = first.to(device)
     cache = DynamicCache(config=model.config)
     key = _cache_kwarg(model)
-    head = model(
+    run = forward if forward is not None else model
+    head = run(
         input_ids=ids[first_d, :width], attention_mask=mask[first_d, :width], mm_token_type_ids=mm[first_d, :width],
         position_ids=positions[:, first_d, :width], use_cache=True, logits_to_keep=1, **{key: cache}, **prompt_vision,
     )
     cache.batch_repeat_interleave(g)
-    tail = model(
+    tail = run(
         input_ids=ids[:, width:], attention_mask=mask, mm_token_type_ids=mm[:, width:],
         position_ids=positions[:, :, width:], use_cache=True, **{key: cache},
     )
@@ -123,13 +126,19 @@ def shared_prefix_sample(
     top_p: float = 1.0,
     greedy: bool = False,
     generator: torch.Generator | None = None,
+    generators: list[torch.Generator] | None = None,
 ) -> torch.Tensor:
     """Sample `group_size` completions per prompt row: [P·G, T] token ids (T <= max_new_tokens),
     rows prompt-major, `pad_id` after a row's end token; decoding stops when every row has ended.
 
     `prompt_ids`, `attention_mask`, `mm_token_type_ids`: [P, L] left-padded prompts (one row per
     group); `vision`: their images (pixel_values, image_grid_thw) on the model's device.
+    `generators` (one per prompt row, on the model's device): each group draws its tokens from its
+    own generator, so a group's completions do not depend on which other groups share the batch
+    (distributed GRPO samples each rank's groups apart and must get the one-process rollouts).
     """
+    if generators is not None and len(generators) != prompt_ids.shape[0]:
+        raise ValueError(f"shared_prefix_sample: {len(generators)} generators for {prompt_ids.shape[0]} prompts")
     inner = _inner(model)
     if inner is None:
         raise ValueError("shared_prefix_sample: the model has no get_rope_index (not a Qwen-VL backbone)")
@@ -164,7 +173,12 @@ def shared_prefix_sample(
                 drop = cum <= (1 - top_p)
                 drop[:, -1] = False  # always keep the most likely token
                 logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
-            nxt = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
+            probs = logits.softmax(dim=-1)
+            if generators is None:
+                nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            else:
+                nxt = torch.cat([torch.multinomial(probs[i * g : (i + 1) * g], 1, generator=gen).squeeze(1)
+                                 for i, gen in enumerate(generators)])
         nxt = torch.where(finished, torch.full_like(nxt, pad_id), nxt)
         tokens.append(nxt)
         finished |= torch.isin(nxt, ends)

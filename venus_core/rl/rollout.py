@@ -41,22 +41,23 @@ class RolloutBatch:
     def select(self, rows: Sequence[int]) -> RolloutBatch:
         """The sub-batch of whole groups `rows` (row indices; images are picked accordingly)."""
         idx = torch.as_tensor(list(rows), dtype=torch.long)
-        vision: dict[str, torch.Tensor] = {}
-        if self.vision:
-            grid = self.vision["image_grid_thw"]
-            counts = grid.prod(dim=1)
-            starts = torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])
-            per_row = grid.shape[0] // self.input_ids.shape[0]
-            imgs = [r * per_row + k for r in idx.tolist() for k in range(per_row)]
-            vision["image_grid_thw"] = grid[imgs]
-            vision["pixel_values"] = torch.cat(
-                [self.vision["pixel_values"][int(starts[i]) : int(starts[i] + counts[i])] for i in imgs]
-            )
+        vision = _select_vision(self.vision, idx.tolist(), self.input_ids.shape[0]) if self.vision else {}
         return RolloutBatch(
             self.input_ids[idx], self.attention_mask[idx], self.mm_token_type_ids[idx], vision,
             self.completion_ids[idx], self.completion_mask[idx], [self.texts[i] for i in idx.tolist()],
             self.group_size, self.suppressed,
         )
+
+
+def _select_vision(vision: dict[str, torch.Tensor], rows: Sequence[int], n_rows: int) -> dict[str, torch.Tensor]:
+    """The image patches and grids of `rows` (each row has the same number of images)."""
+    grid = vision["image_grid_thw"]
+    counts = grid.prod(dim=1)
+    starts = torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])
+    per_row = grid.shape[0] // n_rows
+    imgs = [r * per_row + k for r in rows for k in range(per_row)]
+    return {"image_grid_thw": grid[imgs],
+            "pixel_values": torch.cat([vision["pixel_values"][int(starts[i]) : int(starts[i] + counts[i])] for i in imgs])}
 
 
 def _images_per_chat(messages: Sequence[dict[str, Any]]) -> int:
@@ -141,12 +142,18 @@ def sample_groups(
     top_p: float = 1.0,
     seed: int | None = None,
     shared_prefix: bool = True,
+    group_seeds: Sequence[int] | None = None,
 ) -> RolloutBatch:
     """Sample `group_size` completions for each chat in `prompts` (rows are prompt-major).
 
     On a Qwen3-VL model each prompt is prefilled once and its cache shared by its group
     (`rl.prefix.shared_prefix_sample`); otherwise `model.generate` on the repeated rows.
+    `group_seeds` (one per prompt) seed each group's sampling on its own, so a group's completions
+    do not depend on the other prompts of the batch: the offline trainer samples with them, and a
+    group gets the same rollouts whichever rank of a distributed run samples it (`seed` is then unused).
     """
+    if group_seeds is not None and len(group_seeds) != len(prompts):
+        raise ValueError(f"sample_groups: {len(group_seeds)} group seeds for {len(prompts)} prompts")
     if not prompts:
         raise ValueError("sample_groups: no prompts")
     if group_size < 1 or max_new_tokens < 1 or temperature <= 0:
@@ -171,19 +178,35 @@ def sample_groups(
         return {k: (t.to(device, model.dtype) if t.is_floating_point() else t.to(device)) for k, t in v.items()}
 
     if shared_prefix and supports_shared_prefix(model):
+        generators = None if group_seeds is None else [
+            torch.Generator(device=device).manual_seed(int(s)) for s in group_seeds]
         new = shared_prefix_sample(
             model, p_ids.to(device), p_attention.to(device), p_mm.to(device), on_device(vision), group_size,
             max_new_tokens, end_ids=end_ids, pad_id=pad, suppressed=suppressed, temperature=temperature, top_p=top_p,
+            generators=generators,
         ).cpu()
     else:
-        out = model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention.to(device),
-            mm_token_type_ids=mm_types.to(device), **on_device(repeated),
-            do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=None,
-            repetition_penalty=1.0, max_new_tokens=int(max_new_tokens), pad_token_id=pad, eos_token_id=end_ids,
-            suppress_tokens=suppressed or None,
-        )
-        new = out[:, input_ids.shape[1] :].cpu()
+        def generate(rows: slice, vis: dict[str, torch.Tensor]) -> torch.Tensor:
+            out = model.generate(
+                input_ids=input_ids[rows].to(device), attention_mask=attention[rows].to(device),
+                mm_token_type_ids=mm_types[rows].to(device), **on_device(vis),
+                do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=None,
+                repetition_penalty=1.0, max_new_tokens=int(max_new_tokens), pad_token_id=pad, eos_token_id=end_ids,
+                suppress_tokens=suppressed or None,
+            )
+            return out[:, input_ids.shape[1] :].cpu()
+
+        if group_seeds is None:
+            new = generate(slice(None), repeated)
+        else:  # one generate call per group, each from its own seed
+            parts = []
+            for i, s in enumerate(group_seeds):
+                torch.manual_seed(int(s))
+                rows = list(range(i * group_size, (i + 1) * group_size))
+                vis = _select_vision(repeated, rows, input_ids.shape[0]) if repeated else {}
+                parts.append(generate(slice(rows[0], rows[-1] + 1), vis))
+            width = max(p.shape[1] for p in parts)
+            new = torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1]), value=pad) for p in parts])
     model.train(was_training)
     cmask = completion_mask(new, end_ids)
     new = torch.where(cmask.bool(), new, torch.full_like(new, pad))
@@ -226,20 +249,23 @@ def completions_batch(
 
 def sequence_logprobs(
     model: PreTrainedModel, batch: RolloutBatch, *, temperature: float = 1.0, with_entropy: bool = False,
-    shared_prefix: bool = True,
+    shared_prefix: bool = True, forward: torch.nn.Module | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities of the completion tokens (and entropies): [N, T] each.
 
     Runs under the caller's grad mode; only the last T+1 positions go through the LM head. With
     groups (G > 1) on a Qwen3-VL model each prompt runs once (`rl.prefix`), same values and gradients.
+    `forward` (default `model`) is the module the passes call, e.g. `model`'s DDP wrapper; `model`
+    itself is only inspected (device, dtype, rope index).
     """
+    run = forward if forward is not None else model
     device = next(model.parameters()).device
     t = batch.completion_ids.shape[1]
     if shared_prefix and batch.group_size > 1 and supports_shared_prefix(model):
-        logits = shared_prefix_logits(model, batch).float() / temperature  # [N, T, V]
+        logits = shared_prefix_logits(model, batch, run).float() / temperature  # [N, T, V]
     else:
         vision = {k: (v.to(device, model.dtype) if v.is_floating_point() else v.to(device)) for k, v in batch.vision.items()}
-        out = model(
+        out = run(
             input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
             mm_token_type_ids=batch.mm_token_type_ids.to(device), **vision,
             logits_to_keep=t + 1, use_cache=False,

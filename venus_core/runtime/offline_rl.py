@@ -16,6 +16,10 @@ Tracker interface) and `OUT/report.json`: provenance (inputs + sha256, resolved 
 revision), held-out metrics before and after with 95 % Wilson intervals, the trainer summary and,
 for navigation, the history-alignment / sparse-action statistics (action mix before and after).
 
+Distributed: under torchrun (`offline_rl.distributed`: in the pod, or a TrainJob through
+`runtime.launch`) every rank trains on its strided share of each step's groups (DDP or FSDP2,
+`venus_core.rl.distributed`); rank 0 evaluates, logs, checkpoints and writes the outputs.
+
 Held-out set: `--eval-data` when given; otherwise a seeded split of the training records by
 episode (navigation) or record (grounding) of min(`eval.held_out`, 20 %) records. Grounding takes
 `GroundingSample` records; mobile / web take `NavigationStep` records and `Trajectory` records
@@ -25,8 +29,10 @@ episode (navigation) or record (grounding) of min(`eval.held_out`, 20 %) records
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -43,7 +49,7 @@ from venus_core.data.store import DatasetReader
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.rl_checkpoint import Checkpointing, StoppedAt
 from venus_core.runtime.tracking import job_tracking
-from venus_core.train.tracker import JsonlTracker, Tracker
+from venus_core.train.tracker import JsonlTracker, NullTracker, Tracker
 
 JOB = "offline_rl"
 DOMAINS = ("grounding", "mobile", "web")
@@ -144,6 +150,11 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
         device: Any = "auto") -> dict[str, Any]:
     """The job body (also called in process by tests and the pipeline's local runner).
 
+    Under torchrun it is one rank of a distributed run (`offline_rl.distributed`, `train.distributed.
+    setup`, `rl.distributed`): every rank loads the model and trains on its share of each step's
+    groups; rank 0 alone evaluates, logs, checkpoints and writes the outputs (the other ranks pass
+    a `tracker` that drops everything, and get the report back without writing it).
+
     The model goes on `device` ("auto": the local rank's / first GPU when there is one, else the
     CPU, after checking the GPUs the spec gives `offline_rl` are there: `models.placement`); the
     trainer's reference copy and optimizer state follow it (`OfflineGRPO`).
@@ -154,18 +165,20 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     `stop_at` (tests) ends training after that many steps, as a kill would, without outputs."""
     from venus_core.models.loading import load_model, save_model
     from venus_core.models.placement import describe_model, job_device, low_precision_note
+    from venus_core.rl.distributed import full_state_dict
     from venus_core.rl.grpo import OfflineGRPO
     from venus_core.rl.navigation import NavigationEpochs
     from venus_core.rl.prompts import evaluate_grounding, evaluate_navigation, grounding_item
+    from venus_core.train.distributed import setup
 
     if domain not in DOMAINS:
         raise ValueError(f"--domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
     dspec = getattr(spec.offline_rl, domain)
     if dspec.enabled and not isinstance(device, torch.device):  # main() resolved it already
         device = job_device(spec, JOB, device)  # fails fast when the pod's GPUs are missing
-    out.mkdir(parents=True, exist_ok=True)
     prov = provenance(JOB, spec, [model_dir, *data, *eval_data, *exclude])
     if not dspec.enabled:
+        out.mkdir(parents=True, exist_ok=True)
         report = {"provenance": prov, "domain": domain, "skipped": f"offline_rl.{domain}.enabled is false"}
         write_json_atomic(out / "report.json", report)
         return report
@@ -184,27 +197,47 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
         eval_opener = opener
     if not held:
         raise ValueError(f"offline_rl: no held-out records (pass --eval-data or more data than {len(records)} records)")
-    tracker = tracker or JsonlTracker(out / "metrics.jsonl")
+    dist_spec = spec.offline_rl.distributed
+    env = setup(dist_spec, device)
+    if env.backend == "fsdp2" and (dspec.lora.enabled or checkpoints is not None):
+        raise ValueError("offline_rl.distributed.backend=fsdp2 does not yet save checkpoints or merge LoRA adapters "
+                         "from sharded weights: use backend ddp, or run without --checkpoints and lora")
+    if env.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+    tracker = tracker or (JsonlTracker(out / "metrics.jsonl") if env.is_main else NullTracker())
     tracker.log_params({"domain": domain, **{f"offline_rl.{domain}.{k}": v for k, v in dspec.model_dump().items()}})
-    model, processor = load_model(model_dir, spec.model, device, training=True)
+    model, processor = load_model(model_dir, spec.model, env.device, training=True)
     placement = describe_model(model)
-    print(f"[{JOB}] model on {placement['device']} ({placement['dtype']}, {placement['attn_implementation']})",
-          file=sys.stderr, flush=True)
+    checkpointing = dist_spec.gradient_checkpointing == "on" or (
+        dist_spec.gradient_checkpointing == "auto" and env.device.type == "cuda")
+    placement.update({"backend": env.backend, "world_size": env.world, "gradient_checkpointing": checkpointing})
+    if env.is_main:
+        print(f"[{JOB}] model on {placement['device']} ({placement['dtype']}, {placement['attn_implementation']}), "
+              f"backend {env.backend} x {env.world}", file=sys.stderr, flush=True)
     placement["precision_note"] = low_precision_note(model, dspec.lr, f"offline_rl.{domain}")
 
     def evaluate(m: Any) -> dict[str, Any]:
+        """Rank 0 decodes the held-out set (whole weights under FSDP2); the others wait for it."""
+        with trainer.rollout_weights() if trainer is not None else contextlib.nullcontext():
+            rates = _evaluate(m) if env.is_main else {}
+        env.barrier()
+        return rates
+
+    def _evaluate(m: Any) -> dict[str, Any]:
         kw = {"repetition_penalty": spec.eval.repetition_penalty, "batch_size": spec.eval.batch_size,
               "max_new_tokens": dspec.max_new_tokens}
         if domain == "grounding":
             return _rates(evaluate_grounding(m, processor, held, eval_opener, **kw))
         return _rates(evaluate_navigation(m, processor, held, eval_opener, **kw))
 
+    trainer: OfflineGRPO | None = None
     t0 = time.perf_counter()
     before = evaluate(model)
     t_eval = time.perf_counter() - t0
-    trainer = OfflineGRPO(model, processor, dspec, tracker, minibatches=minibatches)
+    trainer = OfflineGRPO(model, processor, dspec, tracker, minibatches=minibatches, env=env,
+                          gradient_checkpointing=checkpointing)
     epochs = NavigationEpochs(train, opener, dspec, tracker) if domain != "grounding" else None
-    ckpt = Checkpointing(checkpoints, trainer, epochs, dspec.save_every, stop_at)
+    ckpt = Checkpointing(checkpoints, trainer, epochs, dspec.save_every, stop_at, env=env)
     resume = ckpt.restore()
     nav_stats: dict[str, Any] | None = None
     t1 = time.perf_counter()
@@ -219,6 +252,8 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     t_train = time.perf_counter() - t1
     final = trainer.trained_model()
     final.eval()
+    if checkpointing:
+        final.gradient_checkpointing_disable()
     after = evaluate(final)
     report: dict[str, Any] = {
         "provenance": prov,
@@ -236,9 +271,12 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     }
     if nav_stats is not None:
         report["navigation"] = nav_stats
-    save_model(final, processor, out / "model", **{"venus_provenance.json": _json(prov)})
-    write_json_atomic(out / "report.json", report)
-    tracker.log_artifact(out / "report.json", "report.json")
+    weights = full_state_dict(final, env)  # FSDP2: every rank helps gather the whole weights
+    if env.is_main:
+        save_model(final, processor, out / "model", state_dict=weights, **{"venus_provenance.json": _json(prov)})
+        write_json_atomic(out / "report.json", report)
+        tracker.log_artifact(out / "report.json", "report.json")
+    env.barrier()
     return report
 
 
@@ -285,8 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     data, exclude = (args.data, list(args.exclude)) if args.data else resolve_data_root(args.data_root, spec, args.domain)
     exclude = list(dict.fromkeys([*exclude, *args.exclude]))
-    with job_tracking(JOB, spec, out, section=f"offline_rl.{args.domain}",
-                      tags={"venus.domain": args.domain}) as tracker:
+    from venus_core.train.distributed import teardown
+
+    main_rank = os.environ.get("RANK", "0") in ("", "0")  # torchrun's rank: only rank 0 tracks
+    tracking = (job_tracking(JOB, spec, out, section=f"offline_rl.{args.domain}", tags={"venus.domain": args.domain})
+                if main_rank else contextlib.nullcontext(NullTracker()))
+    with tracking as tracker:
         try:
             report = run(spec, args.domain, args.model, data, out, eval_data=args.eval_data, tracker=tracker,
                          checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at,
@@ -294,7 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except StoppedAt as stop:
             print(f"offline_rl: stopped after step {stop.step} (--stop-at)", file=sys.stderr)
             return 3
-        tracker.record_provenance(report["provenance"])
+        finally:
+            teardown()
+        if main_rank:
+            tracker.record_provenance(report["provenance"])
+    if not main_rank:
+        return 0
     if "skipped" in report:
         print(report["skipped"])
         return 0

@@ -9,8 +9,13 @@ states, and in `state.json` the loop position and the navigation state (aligned 
 variants, thought pool, its RNG). The frozen reference model is not saved: it is the starting
 checkpoint, which the job loads again from `--model`.
 
-Exactness: rollouts are seeded per step and the epoch order comes from the saved shuffle RNG, so a
-run killed after a checkpoint and resumed ends with the same weights as an uninterrupted run.
+Exactness: rollouts are seeded per step and group and the epoch order comes from the saved
+shuffle RNG, so a run killed after a checkpoint and resumed ends with the same weights as an
+uninterrupted run.
+
+Distributed runs (DDP): every rank holds the same weights, optimizer state and navigation state
+(the gradients are averaged, the hooks see the whole batch), so rank 0 writes the checkpoint while
+the others wait at a barrier, and every rank restores from it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 from venus_core.rl.grpo import OfflineGRPO
 from venus_core.rl.navigation import NavigationEpochs
 from venus_core.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from venus_core.train.distributed import DistEnv
 
 
 class StoppedAt(RuntimeError):
@@ -36,7 +42,8 @@ class Checkpointing:
     """Saves and restores one offline GRPO run under `root` (inert when `root` is None)."""
 
     def __init__(self, root: Path | None, trainer: OfflineGRPO, epochs: NavigationEpochs | None, every: int,
-                 stop_at: int | None = None) -> None:
+                 stop_at: int | None = None, env: DistEnv | None = None) -> None:
+        self.env = env if env is not None else trainer.env
         self.root = root
         self.trainer = trainer
         self.epochs = epochs
@@ -57,7 +64,8 @@ class Checkpointing:
             if "navigation" not in state:
                 raise ValueError(f"checkpoint {path} has no navigation state: it is not from this domain's job")
             self.epochs.load_state_dict(state["navigation"])
-        print(f"[offline_rl] resumed from {path} (step {state['loop']['step']})", file=sys.stderr, flush=True)
+        if self.env.is_main:
+            print(f"[offline_rl] resumed from {path} (step {state['loop']['step']})", file=sys.stderr, flush=True)
         self.saved_step = int(state["loop"]["step"])
         return dict(state["loop"])
 
@@ -66,7 +74,9 @@ class Checkpointing:
         extra: dict[str, Any] = {"loop": loop}
         if self.epochs is not None:
             extra["navigation"] = self.epochs.state_dict()
-        save_checkpoint(self.root, int(loop["step"]), self.trainer.model, self.trainer.optimizer, extra)
+        if self.env.is_main:
+            save_checkpoint(self.root, int(loop["step"]), self.trainer.model, self.trainer.optimizer, extra)
+        self.env.barrier()
         self.saved_step = int(loop["step"])
 
     def on_step(self, loop: dict[str, Any]) -> None:

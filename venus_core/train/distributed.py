@@ -3,7 +3,8 @@
 Why one entry point: the same `python -m venus_core.runtime.mid_train ...` runs on a laptop (one
 process, CPU), under `torchrun --nproc_per_node N` (DDP; gloo on CPU, NCCL on GPUs) and with
 DeepSpeed ZeRO-2/3 on a GPU node; the backend is read from `MidTrainSpec.distributed` and the
-environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK).
+environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK). Offline GRPO uses the same `setup` with
+`offline_rl.distributed` (backends single, ddp and fsdp2: `venus_core.rl.distributed`).
 
 DeepSpeed: `deepspeed_config` generates the JSON config from the spec (batch sizes, accumulation,
 clipping, precision, ZeRO stage). DeepSpeed imports on a CPU-only machine but cannot train there
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from venus_core.config.training import MidTrainSpec
+from venus_core.config.training import MidTrainSpec, RLDistributedSpec
 from venus_core.models.placement import resolve_device
 
 
@@ -31,7 +32,7 @@ class DistEnv:
     world: int
     local_rank: int
     device: torch.device
-    backend: str  # "single", "ddp" or "deepspeed"
+    backend: str  # "single", "ddp", "deepspeed" or (offline GRPO) "fsdp2"
 
     @property
     def is_main(self) -> bool:
@@ -52,15 +53,16 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
-def setup(spec: MidTrainSpec, device: str | torch.device = "auto") -> DistEnv:
+def setup(spec: MidTrainSpec | RLDistributedSpec, device: str | torch.device = "auto") -> DistEnv:
     """Initialise the process group when launched by torchrun (or when the spec asks for it).
 
-    `device` "auto" is the local rank's GPU, else the CPU (`models.placement.resolve_device`); NCCL
-    when it is a GPU, gloo otherwise."""
+    `spec`: the mid-training section, or offline GRPO's `offline_rl.distributed`. `device` "auto" is
+    the local rank's GPU, else the CPU (`models.placement.resolve_device`); NCCL when it is a GPU,
+    gloo otherwise. fsdp2 in one process is the single backend (nothing to shard over)."""
     world = _env_int("WORLD_SIZE", 1)
     rank = _env_int("RANK", 0)
     local = _env_int("LOCAL_RANK", 0)
-    wanted = spec.distributed.backend
+    wanted = spec.backend if isinstance(spec, RLDistributedSpec) else spec.distributed.backend
     device = resolve_device(device)
     cuda = device.type == "cuda"
     if cuda:
@@ -71,6 +73,8 @@ def setup(spec: MidTrainSpec, device: str | torch.device = "auto") -> DistEnv:
         backend = "deepspeed"
     elif wanted == "single" and world > 1:
         raise RuntimeError(f"distributed.backend=single but WORLD_SIZE={world}: launch without torchrun")
+    elif wanted == "fsdp2":
+        backend = "fsdp2" if world > 1 else "single"
     elif wanted == "ddp" or (wanted == "auto" and world > 1):
         backend = "ddp" if world > 1 else "single"
     else:

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from venus_core.config.spec import DATA_DOMAINS, MixtureSpec
+
+T = TypeVar("T")
 
 
 class MixtureSampler:
@@ -140,8 +142,9 @@ class MixtureSampler:
         self._perm = {d: self._permutation(d, self._pass[d]) for d in self.domains}
 
 
-def split_for_rank(batch: Sequence[tuple[str, int]], rank: int, world: int) -> list[tuple[str, int]]:
-    """This rank's share of a global batch (strided, so every rank sees the domain mix)."""
+def split_for_rank(batch: Sequence[T], rank: int, world: int) -> list[T]:
+    """This rank's share of a global batch (strided, so every rank sees the domain mix; offline
+    GRPO splits its groups the same way)."""
     if not 0 <= rank < world:
         raise ValueError(f"rank {rank} outside 0..{world - 1}")
     return list(batch[rank::world])
