@@ -142,6 +142,25 @@ current-context: fake
     return path
 
 
+def _complete(a: client.CustomObjectsApi, obj: dict[str, Any], produced: Path, weights: bytes, report: str) -> None:
+    """The trainer pods' outputs on the PVC, then the controller's Complete condition."""
+    (produced / "model").mkdir(parents=True)
+    (produced / "model" / "model.safetensors").write_bytes(weights)
+    (produced / "report.json").write_text(report)
+    _set_condition(a, obj["metadata"]["name"], "Complete")
+
+
+def _launch_with(api: client.CustomObjectsApi, trainer: Callable[[client.CustomObjectsApi, dict[str, Any]], None],
+                 argv: list[str]) -> dict[str, Any]:
+    """`launch.main(argv)` with `trainer` playing the pods and the controller; the submitted TrainJob."""
+    ctl = Controller(api, trainer)
+    ctl.start()
+    assert launch.main(argv) == 0
+    ctl.join(5)
+    assert ctl.error is None
+    return ctl.seen[0]
+
+
 def test_launch_runs_mid_train_as_a_trainjob_through_the_pvc(kube: FakeKubeAPI, api: client.CustomObjectsApi,
                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pvc = tmp_path / "pvc"
@@ -163,17 +182,9 @@ def test_launch_runs_mid_train_as_a_trainjob_through_the_pvc(kube: FakeKubeAPI, 
         args = obj["spec"]["trainer"]["args"]
         produced = Path(next(x for x in args[args.index("--out") + 1:][:1]))
         assert (Path(args[args.index("--data") + 1]) / "manifest.json").is_file()  # staged on the PVC
-        (produced / "model").mkdir(parents=True)
-        (produced / "model" / "model.safetensors").write_bytes(b"weights")
-        (produced / "report.json").write_text('{"steps": 3}')
-        _set_condition(a, obj["metadata"]["name"], "Complete")
+        _complete(a, obj, produced, b"weights", '{"steps": 3}')
 
-    ctl = Controller(api, trainer)
-    ctl.start()
-    assert launch.main(argv) == 0
-    ctl.join(5)
-    assert ctl.error is None
-    job = ctl.seen[0]
+    job = _launch_with(api, trainer, argv)
     tr = job["spec"]["trainer"]
     assert (tr["numNodes"], tr["numProcPerNode"]) == (2, 4)
     assert job["spec"]["runtimeRef"]["name"] == "venus-deepspeed" and job["metadata"]["namespace"] == NS
@@ -194,3 +205,56 @@ def test_launch_runs_mid_train_as_a_trainjob_through_the_pvc(kube: FakeKubeAPI, 
         launch.run_in_pod("mid_train", [], spec.mid_train.distributed)
     with pytest.raises(ValueError, match="needs platform.checkpoints_pvc"):
         launch.run_trainjob("mid_train", argv[1:], spec, spec.mid_train.distributed, "mid_train")
+
+
+SPEC_8B = Path(__file__).resolve().parents[2] / "agents" / "ui-venus-1.5-8b"
+
+
+def test_launch_runs_offline_rl_of_the_8b_spec_as_a_trainjob(kube: FakeKubeAPI, api: client.CustomObjectsApi,
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 8B spec with `offline_rl.distributed` on a TrainJob (FSDP2 over 2 nodes x 8 GPUs): the
+    job's model, data root and eval data are staged on the PVC and the args point there."""
+    pvc = tmp_path / "pvc"
+    monkeypatch.setattr(launch, "CHECKPOINTS_MOUNT", pvc)
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "kubeconfig", kube.url)))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KFP_RUN_ID", "run-8")
+    inputs = {}
+    for name in ("model", "score", "held"):
+        d = tmp_path / "artifact" / name
+        d.mkdir(parents=True)
+        (d / "marker.txt").write_text(name)
+        inputs[name] = d
+    out = tmp_path / "kfp-output"
+    sets = ["offline_rl.distributed.launcher=trainjob", "offline_rl.distributed.nodes=2",
+            "offline_rl.distributed.procs_per_node=8", "offline_rl.distributed.backend=fsdp2"]
+    argv = ["offline_rl", "--spec", str(SPEC_8B), "--domain", "mobile", "--model", str(inputs["model"]),
+            "--data-root", str(inputs["score"]), "--eval-data", str(inputs["held"]), "--out", str(out),
+            *[a for s in sets for a in ("--set", s)]]
+    stage = pvc / "run-8" / "offline_rl-mobile"
+
+    def trainer(a: client.CustomObjectsApi, obj: dict[str, Any]) -> None:
+        args = obj["spec"]["trainer"]["args"]
+        for flag, name in (("--model", "model"), ("--data-root", "score"), ("--eval-data", "held")):
+            staged = Path(args[args.index(flag) + 1])
+            assert staged.parent == stage / "inputs" and (staged / "marker.txt").read_text() == name
+        produced = Path(args[args.index("--out") + 1])
+        _complete(a, obj, produced, b"specialist", '{"domain": "mobile"}')
+
+    job = _launch_with(api, trainer, argv)
+    tr = job["spec"]["trainer"]
+    assert tr["command"] == ["torchrun", "-m", "venus_core.runtime.offline_rl"]
+    assert (tr["numNodes"], tr["numProcPerNode"]) == (2, 8)
+    assert job["spec"]["runtimeRef"]["name"] == "venus-torch-distributed"  # FSDP2 is plain torch
+    assert tr["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"  # platform.resources.offline_rl
+    assert tr["args"][tr["args"].index("--domain") + 1] == "mobile"
+    assert tr["args"][tr["args"].index("--checkpoints") + 1] == str(stage / "checkpoints")
+    assert job["metadata"]["labels"]["venus.dev/job"] == "offline_rl"
+    assert (out / "model" / "model.safetensors").read_bytes() == b"specialist"
+    assert _names(api) == []
+
+    spec = load_spec(SPEC_8B, ["offline_rl.distributed.nodes=2"])
+    assert launch.distributed_of(spec, "offline_rl") is spec.offline_rl.distributed
+    assert launch.distributed_of(spec, "online_rl") is None
+    with pytest.raises(ValueError, match="launcher=trainjob for multi-node"):
+        launch.run_in_pod("offline_rl", [], spec.offline_rl.distributed)

@@ -17,7 +17,11 @@ The training components call this instead of the job module, and it follows the 
 Resume after a restart: inside a Kubeflow run with a checkpoints PVC, checkpointing jobs get
 `--checkpoints /checkpoints/<KFP run id>/<job>`; a retried pod of the same run finds the last
 checkpoint there and continues from it (the job's exact resume, venus_core.train.checkpoint).
-Only the mid_train job has a `distributed` section; other jobs always run in the pod.
+Jobs with a `distributed` section: mid_train (`mid_train.distributed`) and the three offline_rl
+jobs (`offline_rl.distributed`, one section for all domains: venus_core.rl.distributed); the
+TrainJob of an offline_rl job stages its `--model`, `--data` / `--data-root`, `--eval-data` and
+`--exclude` inputs on the PVC as mid_train stages its `--data`. online_rl always runs in the pod
+(its learner, `rl.online.learner`, is one process).
 
 Online RL with a rollout server: the learner's weights must be readable by the server, so
 in such a run `online_rl` also gets `--weights-dir /checkpoints/<KFP run id>/<job>/weights`, on the
@@ -39,12 +43,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from venus_core.config import AgentSpec, load_spec
-from venus_core.config.training import DistributedSpec
+from venus_core.config.training import DistributedSpec, RLDistributedSpec
 from venus_core.runtime.tracking import KFP_RUN_ENV, PARENT_ENV, TRACKING_ENV
 
 CHECKPOINTS_MOUNT = Path("/checkpoints")  # pipelines/k8s.py mounts platform.checkpoints_pvc here
 CHECKPOINTED_JOBS = ("mid_train", "offline_rl", "online_rl")
 STAGED = ".venus-staged"
+STAGED_INPUTS = ("--data", "--data-root", "--model", "--eval-data", "--exclude")
+"""Path arguments of the training jobs that a TrainJob's pods must find on the PVC."""
 PASS_ENV = (KFP_RUN_ENV, PARENT_ENV, TRACKING_ENV, "VENUS_GIT_REV", "VENUS_IMAGE")
 
 
@@ -53,7 +59,8 @@ def _known(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--spec", required=True)
     p.add_argument("--set", dest="overrides", action="append", default=[])
     p.add_argument("--out", required=True)
-    p.add_argument("--data", action="append", default=[])
+    for flag in STAGED_INPUTS:
+        p.add_argument(flag, action="append", default=[])
     p.add_argument("--domain", default=None)
     p.add_argument("--checkpoints", default=None)
     return p.parse_known_args(list(argv))[0]
@@ -71,11 +78,16 @@ def checkpoint_dir(spec: AgentSpec, key: str) -> Path | None:
     return CHECKPOINTS_MOUNT / run / key / "checkpoints"
 
 
-def distributed_of(spec: AgentSpec, job: str) -> DistributedSpec | None:
-    return spec.mid_train.distributed if job == "mid_train" else None
+def distributed_of(spec: AgentSpec, job: str) -> DistributedSpec | RLDistributedSpec | None:
+    """The job's `distributed` section: mid_train's, offline_rl's (all three domains), else None."""
+    if job == "mid_train":
+        return spec.mid_train.distributed
+    if job == "offline_rl":
+        return spec.offline_rl.distributed
+    return None
 
 
-def run_in_pod(job: str, argv: Sequence[str], dist: DistributedSpec | None) -> int:
+def run_in_pod(job: str, argv: Sequence[str], dist: DistributedSpec | RLDistributedSpec | None) -> int:
     if dist is not None and dist.nodes > 1:
         raise ValueError(f"{job}.distributed.nodes={dist.nodes} with launcher=in_pod: one pod is one node; "
                          f"set {job}.distributed.launcher=trainjob for multi-node training")
@@ -127,7 +139,7 @@ def trainjob_name(job: str, stage: Path) -> str:
     return f"venus-{job.replace('_', '-')}-{digest}"
 
 
-def run_trainjob(job: str, argv: Sequence[str], spec: AgentSpec, dist: DistributedSpec, key: str,
+def run_trainjob(job: str, argv: Sequence[str], spec: AgentSpec, dist: DistributedSpec | RLDistributedSpec, key: str,
                  api: object | None = None) -> int:
     from venus_core.io.trainjob import TrainJobError, TrainJobLauncher, api_from_environment, runtime_for
     from venus_core.io.trainjob import trainjob_manifest
@@ -139,12 +151,14 @@ def run_trainjob(job: str, argv: Sequence[str], spec: AgentSpec, dist: Distribut
     run = os.environ.get(KFP_RUN_ENV) or f"local-{uuid.uuid4().hex[:12]}"
     stage = CHECKPOINTS_MOUNT / run / key
     _stage_copy(Path(known.spec), stage / "inputs" / "agent_spec.yaml")
-    data = []
-    for i, d in enumerate(known.data):
-        _stage_copy(Path(d), stage / "inputs" / f"data-{i}")
-        data.append(str(stage / "inputs" / f"data-{i}"))
     args = _rewrite(argv, "--spec", [str(stage / "inputs" / "agent_spec.yaml")])
-    args = _rewrite(args, "--data", data)
+    for flag in STAGED_INPUTS:  # --data: inputs/data-0, ...; --model: inputs/model-0; ...
+        staged = []
+        for i, d in enumerate(getattr(known, flag[2:].replace("-", "_"))):
+            dest = stage / "inputs" / f"{flag[2:]}-{i}"
+            _stage_copy(Path(d), dest)
+            staged.append(str(dest))
+        args = _rewrite(args, flag, staged)
     args = _rewrite(args, "--out", [str(stage / "out")])
     if known.checkpoints is None:
         args += ["--checkpoints", str(stage / "checkpoints")]
