@@ -26,6 +26,19 @@ class DistributedSpec(Section):
     timeout_s: float = Field(172_800.0, gt=0, description="launcher=trainjob: delete the TrainJob and fail after this long")
 
 
+class InstructionHeadSpec(Section):
+    """Auxiliary loss that makes the answer positions say what the instruction asked for
+    (`venus_core.train.instruction_head`; measured in docs/learning.md). The head is trained with the
+    model and thrown away: checkpoints never contain it."""
+
+    weight: float = Field(0.0, ge=0, description="weight of the head's cross-entropy in the training loss; 0 = off")
+    layer: int = Field(-2, description="hidden-states index the head reads (-2 = the input of the last decoder layer)")
+    weighting: Literal["idf", "uniform"] = Field(
+        "idf", description="target mass of each query token: idf over the stage's training queries (tokens every "
+        "query shares get none), or uniform")
+    max_vocab: int = Field(32_768, ge=2, description="the head's outputs: the most frequent query tokens of the stage's corpus")
+
+
 class MidTrainSpec(Section):
     enabled: bool = Field(True, description="run mid-training (SFT on the domain mixture)")
     max_steps: int = Field(600, ge=1, description="optimizer steps")
@@ -46,6 +59,8 @@ class MidTrainSpec(Section):
     save_every: int = Field(200, ge=1, description="checkpoint every N steps (atomic, resumable)")
     eval_every: int = Field(100, ge=1, description="held-out evaluation every N steps")
     seed: int = Field(0, description="training seed")
+    instruction_head: InstructionHeadSpec = Field(
+        default_factory=InstructionHeadSpec, description="auxiliary instruction head at the answer positions")
     distributed: DistributedSpec = Field(default_factory=DistributedSpec, description="distributed launch")
 
 

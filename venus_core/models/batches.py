@@ -42,6 +42,7 @@ class Example:
     messages: list[dict[str, Any]]
     target: str
     record_id: str = ""
+    query: str = ""  # what the prompt asks for (`query_text`): the instruction-head's target (train.instruction_head)
 
 
 def target_text(record: GroundingSample | NavigationStep | QASample) -> str:
@@ -78,13 +79,25 @@ def prompt_text(record: GroundingSample | NavigationStep | QASample) -> str:
     raise TypeError(f"no prompt for a {type(record).__name__} record (expand trajectories first)")
 
 
+def query_text(record: GroundingSample | NavigationStep | QASample) -> str:
+    """What the prompt asks for, without the template: the grounding instruction, the navigation
+    step's instruction (else its goal), the QA question."""
+    if isinstance(record, GroundingSample):
+        return record.instruction
+    if isinstance(record, NavigationStep):
+        return record.instruction if record.instruction and record.instruction.strip() else record.goal
+    if isinstance(record, QASample):
+        return record.question
+    raise TypeError(f"no query for a {type(record).__name__} record (expand trajectories first)")
+
+
 def record_to_example(record: GroundingSample | NavigationStep | QASample, open_image: OpenImage) -> Example:
     """(messages, target) of one record; the screenshot is opened with `open_image(record.image)`."""
     try:
         image = open_image(record.image)
     except Exception as exc:
         raise ValueError(f"record {record.id!r}: cannot open image {record.image}: {exc}") from exc
-    return Example(build_messages(image, prompt_text(record)), target_text(record), record.id)
+    return Example(build_messages(image, prompt_text(record)), target_text(record), record.id, query_text(record))
 
 
 def message_images(messages: Sequence[dict[str, Any]]) -> list[Image.Image]:
@@ -133,10 +146,12 @@ def encode_prompts(
 
 
 def collate(
-    examples: Sequence[Example], processor: ProcessorMixin, *, max_length: int | None = None
+    examples: Sequence[Example], processor: ProcessorMixin, *, max_length: int | None = None, with_query: bool = False
 ) -> dict[str, torch.Tensor]:
     """Right-padded batch: input_ids, attention_mask, labels, mm_token_type_ids, pixel_values,
     image_grid_thw. Labels are -100 everywhere but the answer tokens and their `<|im_end|>`.
+    `with_query`: also `query_ids`, each example's `query` tokenized on its own (rows padded with
+    -1; not a model input: the instruction head's target, popped before the forward pass).
 
     An example longer than `max_length` is an error (truncation would cut image tokens or the answer).
     """
@@ -167,10 +182,17 @@ def collate(
         attention[i, :k] = 1
         labels[i, :k] = torch.tensor(lab)
         mm_types[i, :k] = torch.tensor(mm)
-    return {
+    out = {
         "input_ids": input_ids,
         "attention_mask": attention,
         "labels": labels,
         "mm_token_type_ids": mm_types,
         **vision,
     }
+    if with_query:
+        queries = [list(tokenizer(ex.query, add_special_tokens=False)["input_ids"]) if ex.query else [] for ex in examples]
+        q = torch.full((n, max(1, max(len(r) for r in queries))), -1, dtype=torch.long)
+        for i, row in enumerate(queries):
+            q[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        out["query_ids"] = q
+    return out

@@ -51,6 +51,8 @@ def select_rows(batch: dict[str, torch.Tensor], rows: Sequence[int], vision_star
     idx = torch.as_tensor(list(rows), dtype=torch.long)
     width = int(batch["attention_mask"][idx].sum(dim=1).max())
     out = {k: batch[k][idx, :width] for k in ("input_ids", "attention_mask", "labels", "mm_token_type_ids") if k in batch}
+    if "query_ids" in batch:  # per-row token bags, not positions: not trimmed to the width
+        out["query_ids"] = batch["query_ids"][idx]
     if "image_grid_thw" in batch:
         grid = batch["image_grid_thw"]
         per_row = (batch["input_ids"] == vision_start_id).sum(dim=1).tolist()

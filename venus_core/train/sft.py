@@ -72,9 +72,10 @@ def freeze_vision(model: torch.nn.Module) -> int:
     return n
 
 
-def _collate_skipping(examples: list[Example], processor: ProcessorMixin, max_len: int) -> tuple[dict[str, torch.Tensor] | None, int]:
+def _collate_skipping(examples: list[Example], processor: ProcessorMixin, max_len: int,
+                      with_query: bool = False) -> tuple[dict[str, torch.Tensor] | None, int]:
     try:
-        return collate(examples, processor, max_length=max_len), 0
+        return collate(examples, processor, max_length=max_len, with_query=with_query), 0
     except ValueError as exc:
         if "max_length" not in str(exc):
             raise
@@ -86,7 +87,7 @@ def _collate_skipping(examples: list[Example], processor: ProcessorMixin, max_le
         except ValueError as exc:
             if "max_length" not in str(exc):
                 raise
-    return (collate(kept, processor, max_length=max_len) if kept else None), len(examples) - len(kept)
+    return (collate(kept, processor, max_length=max_len, with_query=with_query) if kept else None), len(examples) - len(kept)
 
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -116,7 +117,18 @@ def train_sft(
     if cfg.freeze_vision:
         freeze_vision(model)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    head = None
+    if cfg.instruction_head.weight > 0:
+        if env.backend == "deepspeed":
+            raise ValueError("mid_train.instruction_head is not supported with distributed.backend=deepspeed "
+                             "(the engine owns the forward pass); use ddp or set instruction_head.weight: 0")
+        from venus_core.models.batches import query_text
+        from venus_core.train.instruction_head import build_instruction_head
+
+        head = build_instruction_head(model, processor, (query_text(it.record) for v in corpus.train.values() for it in v),
+                                      cfg.instruction_head)
+    head_params = list(head.parameters()) if head is not None else []
+    optimizer = torch.optim.AdamW(params + head_params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
     scheduler = cosine_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
     global_batch = cfg.batch_size * cfg.grad_accum * env.world
     sampler = MixtureSampler({d: len(v) for d, v in corpus.train.items()}, mixture, global_batch, cfg.seed)
@@ -133,7 +145,8 @@ def train_sft(
     elif resume:
         last = latest_checkpoint(ckpt_dir)
         if last is not None:
-            state = load_checkpoint(last, model, optimizer)
+            state = load_checkpoint(last, model, optimizer,
+                                    extra_models={"instruction_head": head} if head is not None else None)
             scheduler.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
             step, skipped = int(state["step"]), int(state.get("skipped_too_long", 0))
@@ -162,6 +175,7 @@ def train_sft(
 
     vision_start = int(processor.tokenizer.convert_tokens_to_ids("<|vision_start|>"))  # type: ignore[attr-defined]
     window: list[float] = []
+    head_window: list[float] = []
     while step < cfg.max_steps and (stop_at is None or step < stop_at):
         share = split_for_rank(sampler.next_batch(), env.rank, env.world)
         micro = [share[i : i + cfg.batch_size] for i in range(0, len(share), cfg.batch_size)]
@@ -169,7 +183,8 @@ def train_sft(
             optimizer.zero_grad(set_to_none=True)
         losses: list[float] = []
         for j, part in enumerate(micro):
-            batch, dropped = _collate_skipping([corpus.train[d][i].example() for d, i in part], processor, cfg.max_seq_len)
+            batch, dropped = _collate_skipping([corpus.train[d][i].example() for d, i in part], processor, cfg.max_seq_len,
+                                               with_query=head is not None)
             skipped += dropped
             if ds is not None:
                 if batch is None:  # the engine counts micro-steps: a skipped one would shift its boundaries
@@ -182,16 +197,35 @@ def train_sft(
             micro_loss = 0.0
             for k, (sub, weight) in enumerate(pieces):
                 sync = (j == len(micro) - 1 and k == len(pieces) - 1) or env.backend != "ddp"
+                query_ids = sub.pop("query_ids", None)
                 with contextlib.nullcontext() if sync else net.no_sync():  # type: ignore[operator]
                     with autocast():
-                        loss = net(**_to(sub, env.device, torch.float32)).loss * (weight / len(micro))
+                        if head is None:
+                            loss = net(**_to(sub, env.device, torch.float32)).loss * (weight / len(micro))
+                        else:
+                            inputs = _to(sub, env.device, torch.float32)
+                            out = net(**inputs, output_hidden_states=True)
+                            aux = head.loss(out.hidden_states, inputs["labels"], query_ids)  # type: ignore[arg-type]
+                            loss = out.loss
+                            if aux is not None:
+                                head_window.append(float(aux.detach()))
+                                loss = loss + cfg.instruction_head.weight * aux
+                            loss = loss * (weight / len(micro))
                     loss.backward()
                 micro_loss += float(loss.detach()) * len(micro)
             losses.append(micro_loss)
         if ds is not None:  # the engine clipped, stepped the optimizer and the schedule
             grad_norm, lr = ds.grad_norm(), scheduler.get_last_lr()[0]
         else:
+            if head_params and env.world > 1:  # the head is outside DDP: average its gradients by hand
+                for p in head_params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    torch.distributed.all_reduce(p.grad)
+                    p.grad /= env.world
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            if head_params:
+                torch.nn.utils.clip_grad_norm_(head_params, cfg.max_grad_norm)
             lr = scheduler.get_last_lr()[0]
             optimizer.step()
             scheduler.step()
@@ -203,8 +237,11 @@ def train_sft(
         if env.is_main and (step % LOG_EVERY == 0 or step == cfg.max_steps):
             tracker.log_metrics({"train/loss": sum(window) / len(window), "train/lr": lr, "train/grad_norm": grad_norm,
                                  "train/skipped_too_long": skipped, "time/wall_s": time.perf_counter() - t_wall,
-                                 "time/cpu_s": time.process_time() - t_cpu}, step)
+                                 "time/cpu_s": time.process_time() - t_cpu}
+                                | ({"train/instruction_head_loss": sum(head_window) / len(head_window)} if head_window else {}), step)
             window = []
+        if step % LOG_EVERY == 0 or step == cfg.max_steps:
+            head_window = []
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             run_eval(step)
         if (step % cfg.save_every == 0 or step == cfg.max_steps) and ds is not None:
@@ -213,7 +250,7 @@ def train_sft(
             if env.is_main:
                 save_checkpoint(ckpt_dir, step, model, optimizer, {
                     "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(), "skipped_too_long": skipped,
-                })
+                }, extra_models={"instruction_head": head} if head is not None else None)
             env.barrier()
     if step >= cfg.max_steps and not rates:  # resumed a finished run: still report its rates
         run_eval(step)
