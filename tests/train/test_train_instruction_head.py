@@ -28,10 +28,10 @@ def test_idf_gives_shared_tokens_no_mass_and_distinguishing_tokens_all() -> None
     spec = InstructionHeadSpec(weight=1.0)
     queries = [[1, 2, 10], [1, 2, 11], [1, 2, 12], [1, 2, 10, 10]]
     vocab, weights = query_vocabulary(queries, spec)
-    assert vocab == [1, 2, 10, 11, 12]
+    assert vocab == [(1,), (2,), (10,), (11,), (12,)]
     w = dict(zip(vocab, weights))
-    assert w[1] == w[2] == 0.0
-    assert math.isclose(w[10], math.log(4 / 2)) and math.isclose(w[11], math.log(4))
+    assert w[(1,)] == w[(2,)] == 0.0
+    assert math.isclose(w[(10,)], math.log(4 / 2)) and math.isclose(w[(11,)], math.log(4))
     head = InstructionHead(8, vocab, weights, spec)
     target, has = head.targets(torch.tensor([[1, 2, 10, 10], [1, 2, -1, -1], [1, 99, 11, -1], [3, -1, -1, -1]]))
     assert has.tolist() == [True, False, True, False]  # only shared tokens / only unknown tokens: no target
@@ -44,7 +44,31 @@ def test_idf_gives_shared_tokens_no_mass_and_distinguishing_tokens_all() -> None
 
 def test_max_vocab_keeps_the_most_frequent_tokens() -> None:
     vocab, _ = query_vocabulary([[1, 2], [1, 3], [1, 2]], InstructionHeadSpec(max_vocab=2))
-    assert vocab == [1, 2]
+    assert vocab == [(1,), (2,)]
+
+
+def test_ngrams_tell_apart_words_that_share_pieces() -> None:
+    """"green" = g+reen and "gray" = g+ra+y share the piece g: as unigrams both targets put mass on
+    it; with bigrams the units that span the word are each query's own."""
+    green, gray = [1, 2, 7, 8], [1, 2, 7, 9, 10]  # "click the" + word pieces
+    queries = [green, gray, [1, 2, 11]]
+    uni = InstructionHead(8, *query_vocabulary(queries, InstructionHeadSpec()), InstructionHeadSpec())
+    t_uni, _ = uni.targets(torch.tensor([green + [-1], gray]))
+    shared = uni.lookup[(7,)]
+    assert t_uni[0, shared] > 0 and t_uni[1, shared] > 0
+    spec = InstructionHeadSpec(ngram=2)
+    vocab, weights = query_vocabulary(queries, spec)
+    assert (1, 2) in vocab and (2, 7) in vocab and (7, 8) in vocab and (7, 9, 10) not in vocab
+    head = InstructionHead(8, vocab, weights, spec)
+    t, has = head.targets(torch.tensor([green + [-1], gray]))
+    assert has.all()
+    assert t[0, head.lookup[(1, 2)]] == 0  # in every query: no mass
+    assert t[0, head.lookup[(7, 8)]] > t[0, head.lookup[(7,)]] > 0  # idf 3 vs 3/2
+    assert t[1, head.lookup[(7, 8)]] == 0 and t[1, head.lookup[(7, 9)]] > 0
+    # the two targets overlap only on the shared pieces
+    assert float((t[0] * t[1]).sum()) < float((t_uni[0] * t_uni[1]).sum())
+    with pytest.raises(ValueError, match="longer than ngram"):
+        InstructionHead(8, vocab, weights, InstructionHeadSpec())
 
 
 def test_nothing_to_predict_is_an_error(train_tiny_dir: Path) -> None:

@@ -36,7 +36,9 @@ class InstructionHeadSpec(Section):
     weighting: Literal["idf", "uniform"] = Field(
         "idf", description="target mass of each query token: idf over the stage's training queries (tokens every "
         "query shares get none), or uniform")
-    max_vocab: int = Field(32_768, ge=2, description="the head's outputs: the most frequent query tokens of the stage's corpus")
+    max_vocab: int = Field(32_768, ge=2, description="the head's outputs: the most frequent query units of the stage's corpus")
+    ngram: int = Field(1, ge=1, le=4, description="target units: the query's token n-grams of lengths 1..ngram (n-grams "
+                       "spanning a word tell apart words whose sub-word pieces other words share)")
 
 
 class MidTrainSpec(Section):

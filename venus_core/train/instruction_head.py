@@ -12,7 +12,9 @@ instruction, trained with cross-entropy against a soft target over the instructi
 discarded after training. It knows nothing of colours or labels: the target is the record's query
 text (`models.batches.query_text`), each distinct token weighted by its inverse document frequency
 over the stage's training queries, so template words every instruction shares ("Click", "the",
-"button") get no mass and the distinguishing words get it all.
+"button") get no mass and the distinguishing words get it all. With `ngram` > 1 the units are the
+query's token n-grams of lengths 1..ngram: a sub-word tokenizer splits words into pieces that other
+words share ("green" and "gray" both start with "g"), and the n-grams that span a word tell them apart.
 
 Departure: UI-Venus-1.5 starts from a pre-trained Qwen3-VL that already binds instructions to
 elements; nothing like this head is in the reports. It stands in for that pre-training at toy
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import nn
@@ -33,34 +35,41 @@ from venus_core.config.training import InstructionHeadSpec
 IGNORE_INDEX = -100
 
 
-class InstructionHead(nn.Module):
-    """Linear head over a compact vocabulary (the query tokens of a corpus), with per-token weights."""
+def ngrams(ids: Sequence[int], n: int) -> set[tuple[int, ...]]:
+    """The distinct token n-grams of lengths 1..n of `ids`."""
+    return {tuple(ids[i:i + k]) for k in range(1, n + 1) for i in range(len(ids) - k + 1)}
 
-    def __init__(self, hidden_size: int, vocab: list[int], weights: list[float], spec: InstructionHeadSpec) -> None:
+
+class InstructionHead(nn.Module):
+    """Linear head over a compact vocabulary (the query n-grams of a corpus), with per-unit weights."""
+
+    def __init__(self, hidden_size: int, vocab: list[tuple[int, ...]], weights: list[float],
+                 spec: InstructionHeadSpec) -> None:
         super().__init__()
         if len(vocab) != len(weights) or not vocab:
-            raise ValueError(f"instruction head: {len(vocab)} vocabulary tokens but {len(weights)} weights")
+            raise ValueError(f"instruction head: {len(vocab)} vocabulary units but {len(weights)} weights")
+        if any(len(g) > spec.ngram for g in vocab):
+            raise ValueError(f"instruction head: a vocabulary unit is longer than ngram={spec.ngram}")
         self.spec = spec
         self.proj = nn.Linear(hidden_size, len(vocab))
-        index = torch.full((max(vocab) + 1,), -1, dtype=torch.long)
-        index[torch.tensor(vocab, dtype=torch.long)] = torch.arange(len(vocab))
-        self.register_buffer("index", index, persistent=False)  # token id -> output, -1 = not in the vocabulary
-        self.register_buffer("token_weight", torch.tensor(weights, dtype=torch.float32), persistent=False)
+        self.lookup = {g: i for i, g in enumerate(vocab)}
+        self.weights = list(weights)
 
     def targets(self, query_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(rows, V) target distributions and a (rows,) mask of rows that have one (a query made only
-        of tokens every query shares, or of tokens outside the vocabulary, has none)."""
-        ids = query_ids.clamp_min(0)
-        known = (query_ids >= 0) & (ids < self.index.numel())
-        out = self.index[ids.clamp_max(self.index.numel() - 1)]
-        known &= out >= 0
-        dist = torch.zeros(query_ids.shape[0], self.token_weight.numel(), device=query_ids.device)
-        w = torch.where(known, self.token_weight[out.clamp_min(0)], torch.zeros((), device=query_ids.device))
-        # max, not add: a repeated token counts once, and an unknown one (weight 0 at output 0) changes nothing
-        dist.scatter_reduce_(1, out.clamp_min(0), w, reduce="amax", include_self=True)
+        of units every query shares, or of units outside the vocabulary, has none). `query_ids` rows
+        are padded with -1 at the end."""
+        dist = torch.zeros(query_ids.shape[0], len(self.weights))
+        for r, row in enumerate(query_ids.tolist()):
+            ids = [t for t in row if t >= 0]
+            # a set: a repeated unit counts once; an unknown one changes nothing
+            for g in ngrams(ids, self.spec.ngram):
+                i = self.lookup.get(g)
+                if i is not None:
+                    dist[r, i] = self.weights[i]
         total = dist.sum(dim=1, keepdim=True)
         has = total.squeeze(1) > 0
-        return dist / total.clamp_min(1e-12), has
+        return (dist / total.clamp_min(1e-12)).to(query_ids.device), has.to(query_ids.device)
 
     def loss(self, hidden_states: tuple[torch.Tensor, ...], labels: torch.Tensor,
              query_ids: torch.Tensor) -> torch.Tensor | None:
@@ -83,20 +92,21 @@ class InstructionHead(nn.Module):
         return per_row[has.to(per_row.device)].mean()
 
 
-def query_vocabulary(queries: Iterable[list[int]], spec: InstructionHeadSpec) -> tuple[list[int], list[float]]:
-    """(token ids, weights) of the head from the token lists of a stage's training queries: the
-    `max_vocab` most frequent tokens; weight = log(N / df) ("idf") or 1 ("uniform")."""
-    df: Counter[int] = Counter()
+def query_vocabulary(queries: Iterable[list[int]], spec: InstructionHeadSpec) -> tuple[list[tuple[int, ...]], list[float]]:
+    """(units, weights) of the head from the token lists of a stage's training queries: the
+    `max_vocab` most frequent token n-grams of lengths 1..`spec.ngram`; weight = log(N / df) ("idf")
+    or 1 ("uniform")."""
+    df: Counter[tuple[int, ...]] = Counter()
     n = 0
     for q in queries:
         n += 1
-        df.update(set(q))
+        df.update(ngrams(q, spec.ngram))
     if not df:
         raise ValueError("instruction head: the corpus has no query text to predict (every record's query is empty)")
-    vocab = sorted(t for t, _ in df.most_common(spec.max_vocab))
+    vocab = sorted(g for g, _ in df.most_common(spec.max_vocab))
     if spec.weighting == "uniform":
         return vocab, [1.0] * len(vocab)
-    return vocab, [math.log(n / df[t]) for t in vocab]
+    return vocab, [math.log(n / df[g]) for g in vocab]
 
 
 def build_instruction_head(model: nn.Module, processor: object, queries: Iterable[str],
@@ -116,4 +126,4 @@ def build_instruction_head(model: nn.Module, processor: object, queries: Iterabl
     return InstructionHead(hidden, vocab, weights, spec).to(device)
 
 
-__all__ = ["InstructionHead", "build_instruction_head", "query_vocabulary"]
+__all__ = ["InstructionHead", "build_instruction_head", "ngrams", "query_vocabulary"]
