@@ -106,3 +106,24 @@ def test_coarse_targets_snap_training_grounding_targets_only() -> None:
         coarse_targets(corpus, 1)
     with pytest.raises(ValueError, match="no training records left"):
         coarse_targets(Corpus(train={"grounding": [train[1]]}, held_out={}, sources=[]), 4)
+
+
+def test_replay_adds_the_lower_levels_share_seeded_and_counted() -> None:
+    from venus_core.train.bootstrap import with_replay
+    from venus_core.train.data import Corpus
+
+    own = Corpus(train={"grounding": [f"l1-{i}" for i in range(80)]}, held_out={"grounding": ["h"]}, sources=["l1"])
+    pool = [f"l0-{i}" for i in range(30)]
+    out, n = with_replay(own, pool, 0.2, seed=3)
+    assert n == 20 and len(out.train["grounding"]) == 100
+    added = out.train["grounding"][80:]
+    assert len(set(added)) == 20 and set(added) <= set(pool)  # without replacement while the pool lasts
+    assert out.held_out == own.held_out and own.train["grounding"] == [f"l1-{i}" for i in range(80)]
+    assert with_replay(own, pool, 0.2, seed=3)[0].train == out.train  # seeded
+    assert with_replay(own, pool, 0.2, seed=4)[0].train != out.train
+    big, n = with_replay(own, pool, 0.5, seed=0)  # 80 records wanted from a pool of 30: every one, then again
+    assert n == 80 and {x: big.train["grounding"].count(x) for x in pool} == {x: big.train["grounding"][80:].count(x) for x in pool}
+    assert min(big.train["grounding"][80:].count(x) for x in pool) >= 2
+    assert with_replay(own, [], 0.2, seed=0) == (own, 0) and with_replay(own, pool, 0.0, seed=0) == (own, 0)
+    with pytest.raises(ValueError, match="replay share"):
+        with_replay(own, pool, 1.0, seed=0)

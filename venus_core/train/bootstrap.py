@@ -37,6 +37,9 @@ class Stage:
     steps: int  # optimizer steps
     mixture: MixtureSpec | None = None  # None = the agent spec's mixture
     coarse_grid: int = 0  # > 0: grounding targets snapped to a grid x grid cell centre (curriculum)
+    head: float = 0.0  # weight of the instruction head (mid_train.instruction_head) in this stage; 0 = off
+    replay: float = 0.0  # share of the stage's training records drawn from the lower levels' training data
+    lr: float = 0.0  # peak learning rate; 0 = the spec's mid_train.lr
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
@@ -69,6 +72,28 @@ def scaled(stages: tuple[Stage, ...], scale: float) -> tuple[Stage, ...]:
         raise ValueError(f"scale must be > 0, got {scale}")
     return tuple(replace(s, n=max(8, round(s.n * min(1.0, scale))), steps=max(1, round(s.steps * scale)))
                  for s in stages)
+
+
+def with_replay(corpus: Any, pool: list[Any], share: float, *, seed: int) -> tuple[Any, int]:
+    """`corpus` with lower-level training items added to its grounding training data so that they
+    make up `share` of it (drawn without replacement while the pool lasts, seeded); and how many.
+    The held-out split is the stage's own."""
+    from venus_core.train.data import Corpus
+
+    if not 0 <= share < 1:
+        raise ValueError(f"replay share must be in [0, 1), got {share}")
+    if share == 0 or not pool:
+        return corpus, 0
+    import random
+
+    own = sum(len(v) for v in corpus.train.values())
+    n = round(share / (1 - share) * own)
+    order = list(pool)
+    random.Random(seed).shuffle(order)
+    picked = (order * (1 + n // len(order)))[:n]
+    train = {d: list(v) for d, v in corpus.train.items()}
+    train["grounding"] = train.get("grounding", []) + picked
+    return Corpus(train=train, held_out=corpus.held_out, sources=list(corpus.sources)), n
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -117,6 +142,7 @@ def bootstrap(
     report: dict[str, Any] = {"tiny": spec.model.tiny.model_dump(mode="json"), "stages": [],
                               "init_checkpoint": str(init_checkpoint) if init_checkpoint else None}
     offset = 0
+    lower: dict[int, list[Any]] = {}  # level -> training items of that level's data (exact targets)
     for k, st in enumerate(stages):
         data = work / f"level{st.level}-{st.kind}-{st.n}"
         t0, c0 = time.perf_counter(), time.process_time()
@@ -124,14 +150,22 @@ def bootstrap(
             synthesize(st.kind, st.n, st.level, 1000 + st.level, data, platform="both")  # type: ignore[arg-type]
         synth_s = time.perf_counter() - t0
         corpus = load_corpus([data], validation_fraction=0.05, history_len=spec.data.history_len, seed=spec.data.seed)
+        if st.kind == "grounding":
+            lower.setdefault(st.level, [it for v in corpus.train.values() for it in v])
         refusals_held_back = 0
         if st.coarse_grid:
             corpus, refusals_held_back = coarse_targets(corpus, st.coarse_grid)
-        cfg = spec.mid_train.model_copy(update={
+        corpus, replayed = with_replay(corpus, [it for lv, items in sorted(lower.items()) if lv < st.level
+                                                for it in items], st.replay, seed=spec.mid_train.seed + k)
+        update: dict[str, Any] = {
             "max_steps": st.steps, "eval_every": st.steps, "save_every": st.steps,
             "warmup_steps": min(spec.mid_train.warmup_steps, max(0, st.steps // 4)),
             "max_seq_len": max(spec.mid_train.max_seq_len, 1536), "seed": spec.mid_train.seed + k,
-        })
+            "instruction_head": spec.mid_train.instruction_head.model_copy(update={"weight": st.head}),
+        }
+        if st.lr:
+            update["lr"] = st.lr
+        cfg = spec.mid_train.model_copy(update=update)
         stage_tracker = _Offset(tracker, offset)
         result = train_sft(model, processor, corpus, st.mixture or spec.data.mixture, cfg, env,
                            ckpt_dir=work / f"ckpt-{k}-level{st.level}-{st.kind}", tracker=stage_tracker, eval_limit=eval_limit)
@@ -139,6 +173,7 @@ def bootstrap(
         train_size = sum(len(v) for v in corpus.train.values())
         entry = {"level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
+                 "replayed": replayed, "head": st.head, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
                  "held_out": rates_to_dict(result.rates), "mixture": result.mixture,
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),
@@ -168,4 +203,4 @@ class _Offset:
         self.inner.log_artifact(path, name)
 
 
-__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Stage", "bootstrap", "scaled", "with_steps"]
+__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Stage", "bootstrap", "scaled", "with_replay", "with_steps"]
