@@ -25,7 +25,7 @@ GROUNDING = MixtureSpec(perception=0, vqa=0, grounding=1, navigation=0)
 
 
 def test_idf_gives_shared_tokens_no_mass_and_distinguishing_tokens_all() -> None:
-    spec = InstructionHeadSpec(weight=1.0)
+    spec = InstructionHeadSpec(weight=1.0, ngram=1)
     queries = [[1, 2, 10], [1, 2, 11], [1, 2, 12], [1, 2, 10, 10]]
     vocab, weights = query_vocabulary(queries, spec)
     assert vocab == [(1,), (2,), (10,), (11,), (12,)]
@@ -37,13 +37,13 @@ def test_idf_gives_shared_tokens_no_mass_and_distinguishing_tokens_all() -> None
     assert has.tolist() == [True, False, True, False]  # only shared tokens / only unknown tokens: no target
     assert torch.allclose(target[0], torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0]))  # the repeated token counts once
     assert torch.allclose(target[2], torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0]))  # an unknown token (99) changes nothing
-    uniform = InstructionHead(8, vocab, query_vocabulary(queries, InstructionHeadSpec(weighting="uniform"))[1], spec)
+    uniform = InstructionHead(8, vocab, query_vocabulary(queries, InstructionHeadSpec(weighting="uniform", ngram=1))[1], spec)
     t, _ = uniform.targets(torch.tensor([[1, 2, 10, -1]]))
     assert torch.allclose(t[0], torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0, 0.0]))
 
 
 def test_max_vocab_keeps_the_most_frequent_tokens() -> None:
-    vocab, _ = query_vocabulary([[1, 2], [1, 3], [1, 2]], InstructionHeadSpec(max_vocab=2))
+    vocab, _ = query_vocabulary([[1, 2], [1, 3], [1, 2]], InstructionHeadSpec(max_vocab=2, ngram=1))
     assert vocab == [(1,), (2,)]
 
 
@@ -52,7 +52,7 @@ def test_ngrams_tell_apart_words_that_share_pieces() -> None:
     it; with bigrams the units that span the word are each query's own."""
     green, gray = [1, 2, 7, 8], [1, 2, 7, 9, 10]  # "click the" + word pieces
     queries = [green, gray, [1, 2, 11]]
-    uni = InstructionHead(8, *query_vocabulary(queries, InstructionHeadSpec()), InstructionHeadSpec())
+    uni = InstructionHead(8, *query_vocabulary(queries, InstructionHeadSpec(ngram=1)), InstructionHeadSpec(ngram=1))
     t_uni, _ = uni.targets(torch.tensor([green + [-1], gray]))
     shared = uni.lookup[(7,)]
     assert t_uni[0, shared] > 0 and t_uni[1, shared] > 0
@@ -68,7 +68,7 @@ def test_ngrams_tell_apart_words_that_share_pieces() -> None:
     # the two targets overlap only on the shared pieces
     assert float((t[0] * t[1]).sum()) < float((t_uni[0] * t_uni[1]).sum())
     with pytest.raises(ValueError, match="longer than ngram"):
-        InstructionHead(8, vocab, weights, InstructionHeadSpec())
+        InstructionHead(8, vocab, weights, InstructionHeadSpec(ngram=1))
 
 
 def test_nothing_to_predict_is_an_error(train_tiny_dir: Path) -> None:

@@ -45,9 +45,9 @@ class Stage:
 DEFAULT_STAGES: tuple[Stage, ...] = (
     Stage(0, "grounding", 2000, 800, GROUNDING_ONLY, coarse_grid=4),
     Stage(0, "grounding", 2000, 300, GROUNDING_ONLY),
-    Stage(1, "grounding", 8000, 1000, GROUNDING_ONLY),
-    Stage(2, "grounding", 6000, 500, GROUNDING_ONLY),
-    Stage(3, "mixture", 1200, 150, None),
+    Stage(1, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3),
+    Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.3, lr=1e-3),
+    Stage(3, "mixture", 1200, 150, None, head=1.0, replay=0.3),
 )
 """Coarse-to-fine on one target (level 0, targets first snapped to a 4 x 4 grid, then exact), then
 pick by colour (1), by label (2), real app screens with the full mixture (3). Measured
@@ -55,7 +55,11 @@ pick by colour (1), by label (2), real app screens with the full mixture (3). Me
 1,200 steps; 400 coarse steps then 100 exact ones reached 67 % held-out hits on level 0 (94.5 %
 after 400). Leaving the coarse plateau is stochastic (250 to > 450 steps over data seeds), hence 800. Data:
 45 passes over 384 level-0 records gave answer loss 0.55 on them and 2.28 on unseen screens, so
-data must grow with steps; synthesis costs ~35 ms CPU per record (~10 CPU-minutes for these)."""
+data must grow with steps; synthesis costs ~35 ms CPU per record (~10 CPU-minutes for these).
+Levels 1-3 train with the instruction head (`mid_train.instruction_head`: without it level 1 stayed
+at the random-button level for thousands of steps) and replay lower-level grounding records (level 0
+was forgotten otherwise); level 1 reached 100 % of 3-9-button boards and 94 % refusals after 2,400
+steps at lr 1e-3 with the head, hence 4,000 (docs/learning.md)."""
 
 
 def with_steps(stages: tuple[Stage, ...], steps: list[int]) -> tuple[Stage, ...]:
