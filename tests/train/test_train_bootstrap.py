@@ -15,18 +15,20 @@ SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
 def test_stage_plans() -> None:
-    assert [s.level for s in DEFAULT_STAGES] == [0, 0, 1, 2, 3]
-    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4, 0, 0, 0, 0]  # coarse-to-fine on level 0
+    assert [s.level for s in DEFAULT_STAGES] == [0, 0, 1, 1, 2, 2, 3]
+    assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 3 + ["navigation", "grounding", "navigation", "mixture"]
+    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4, 0, 0, 0, 0, 0, 0]  # coarse-to-fine on level 0
+    assert all(s.head > 0 and s.replay > 0 for s in DEFAULT_STAGES[2:])  # instruction head and replay above level 0
     half = scaled(DEFAULT_STAGES, 0.5)
     assert [s.steps for s in half] == [round(s.steps / 2) for s in DEFAULT_STAGES]
     assert [s.n for s in scaled(DEFAULT_STAGES, 3.0)] == [s.n for s in DEFAULT_STAGES]  # data never grows
     assert [s.coarse_grid for s in scaled(DEFAULT_STAGES, 0.5)] == [s.coarse_grid for s in DEFAULT_STAGES]
-    plan = with_steps(DEFAULT_STAGES, [3, 0, 5, 0, 2])
+    plan = with_steps(DEFAULT_STAGES, [3, 0, 5, 0, 0, 0, 2])
     assert [(s.level, s.steps, s.coarse_grid) for s in plan] == [(0, 3, 4), (1, 5, 0), (3, 2, 0)]
     with pytest.raises(ValueError):
         with_steps(DEFAULT_STAGES, [1, 2])
     with pytest.raises(ValueError):
-        with_steps(DEFAULT_STAGES, [0, 0, 0, 0, 0])
+        with_steps(DEFAULT_STAGES, [0] * 7)
     with pytest.raises(ValueError):
         scaled(DEFAULT_STAGES, 0)
 
@@ -61,11 +63,15 @@ def test_bootstrap_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
     app.command("noop")(lambda: None)  # a second command keeps `bootstrap` a named sub-command
     out = tmp_path / "boot"
     res = CliRunner().invoke(app, ["bootstrap", "--out", str(out), "--spec", str(SPEC), "--scale", "0.001",
-                                   "--steps", "1,1,0,0,1", "--eval-limit", "1"])
+                                   "--steps", "1,1,0,1,0,0,1", "--eval-limit", "1"])
     assert res.exit_code == 0, res.output
     report = json.loads((out / "bootstrap_report.json").read_text())
-    assert [s["level"] for s in report["stages"]] == [0, 0, 3] and all(s["steps"] == 1 for s in report["stages"])
-    assert [s["coarse_grid"] for s in report["stages"]] == [4, 0, 0]
+    assert [s["level"] for s in report["stages"]] == [0, 0, 1, 3] and all(s["steps"] == 1 for s in report["stages"])
+    assert [s["kind"] for s in report["stages"]] == ["grounding", "grounding", "navigation", "mixture"]
+    assert [s["coarse_grid"] for s in report["stages"]] == [4, 0, 0, 0]
+    # the level-1 navigation stage replays level 0 (the only grounding seen so far), level 3 too
+    assert report["stages"][2]["replayed"] > 0 and report["stages"][3]["replayed"] > 0
+    assert report["stages"][2]["head"] == 1.0 and report["stages"][0]["head"] == 0.0
     assert all(s["refusals_held_back"] >= 0 for s in report["stages"])
     load_model(out, ModelSpec())
     again = CliRunner().invoke(app, ["bootstrap", "--out", str(out), "--spec", str(SPEC)])

@@ -46,7 +46,9 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
     Stage(0, "grounding", 2000, 800, GROUNDING_ONLY, coarse_grid=4),
     Stage(0, "grounding", 2000, 300, GROUNDING_ONLY),
     Stage(1, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3),
+    Stage(1, "navigation", 600, 150, None, head=1.0, replay=0.3, lr=1e-3),
     Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.3, lr=1e-3),
+    Stage(2, "navigation", 600, 150, None, head=1.0, replay=0.3, lr=1e-3),
     Stage(3, "mixture", 1200, 150, None, head=1.0, replay=0.3),
 )
 """Coarse-to-fine on one target (level 0, targets first snapped to a 4 x 4 grid, then exact), then
@@ -59,7 +61,9 @@ data must grow with steps; synthesis costs ~35 ms CPU per record (~10 CPU-minute
 Levels 1-3 train with the instruction head (`mid_train.instruction_head`: without it level 1 stayed
 at the random-button level for thousands of steps) and replay lower-level grounding records (level 0
 was forgotten otherwise); level 1 reached 100 % of 3-9-button boards and 94 % refusals after 2,400
-steps at lr 1e-3 with the head, hence 4,000 (docs/learning.md)."""
+steps at lr 1e-3 with the head, hence 4,000 (docs/learning.md). After each board level, its
+single-screen tasks as navigation episodes (the UI-Venus action format, Click then Finished) with the
+level's grounding replayed: the grounding skill alone did not give valid live actions."""
 
 
 def with_steps(stages: tuple[Stage, ...], steps: list[int]) -> tuple[Stage, ...]:
@@ -159,7 +163,9 @@ def bootstrap(
         refusals_held_back = 0
         if st.coarse_grid:
             corpus, refusals_held_back = coarse_targets(corpus, st.coarse_grid)
-        corpus, replayed = with_replay(corpus, [it for lv, items in sorted(lower.items()) if lv < st.level
+        # a grounding stage replays the levels below it; a navigation / mixture stage also its own level's grounding
+        top = st.level if st.kind != "grounding" else st.level - 1
+        corpus, replayed = with_replay(corpus, [it for lv, items in sorted(lower.items()) if lv <= top
                                                 for it in items], st.replay, seed=spec.mid_train.seed + k)
         update: dict[str, Any] = {
             "max_steps": st.steps, "eval_every": st.steps, "save_every": st.steps,
