@@ -56,7 +56,8 @@ def _run(kind: str, model: str, data: Path | str | None, limit: int | None, batc
         predictor = suites.make_predictor(
             name or label, ckpt, agent.model, base_url=base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
             batch_size=batch_size, temperature=agent.eval.temperature,
-            repetition_penalty=agent.eval.repetition_penalty, tiny_dir=out / "tiny-model")
+            repetition_penalty=agent.eval.repetition_penalty, tiny_dir=out / "tiny-model",
+            require_manifest=False)  # a directory the user names: SHA256SUMS checked when present
         if kind == "online":
             suite = "online"
             res = _online(predictor, str(data) if data else None, limit, **extra)

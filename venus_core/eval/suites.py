@@ -123,11 +123,15 @@ def make_predictor(
     repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
     tiny_dir: str | Path | None = None,
     device: str | Any = "auto",
+    require_manifest: bool = True,
 ) -> Predictor:
     """A predictor for one model: the served model `checkpoint` at `base_url`, or a local checkpoint.
 
     `checkpoint` "tiny" builds (or reuses) the tiny default in `tiny_dir`. A local checkpoint goes
-    on `device` ("auto": the GPU when there is one, `models.placement.resolve_device`).
+    on `device` ("auto": the GPU when there is one, `models.placement.resolve_device`), verified
+    first (`models.integrity`): with `require_manifest` (a stage's output, the evaluate job) it
+    must have its SHA256SUMS; without (a directory a user names to `venus eval`, e.g. a plain
+    `save_pretrained` one) SHA256SUMS is checked when present.
     """
     if base_url:
         return OpenAIPredictor(base_url, checkpoint, api_key=api_key, name=name, concurrency=batch_size,
@@ -136,7 +140,8 @@ def make_predictor(
 
     if checkpoint != "tiny" and not Path(checkpoint).is_dir():
         raise FileNotFoundError(f"model {name!r}: checkpoint directory {checkpoint} does not exist")
-    model, processor = load_model(checkpoint, model_spec, device, tiny_dir=tiny_dir)
+    model, processor = load_model(checkpoint, model_spec, device, tiny_dir=tiny_dir,
+                                  require_manifest=require_manifest)
     return LocalPredictor(model, processor, name=name, batch_size=batch_size, temperature=temperature,
                           repetition_penalty=repetition_penalty)
 
