@@ -59,7 +59,6 @@ def register(app: typer.Typer) -> None:
         """Merge fine-tuned checkpoints into one (TIES, linear, task arithmetic); see --help."""
         args = _parser().parse_args(ctx.args)
         from venus_core.merge import MergeConfig, merge_checkpoints
-        from venus_core.models.integrity import verify_checkpoint_dir
 
         parts: dict[str, dict[str, object]] = {p: {"copy_base": True} for p in args.copy_part}
         for item in args.part_density:
@@ -78,9 +77,9 @@ def register(app: typer.Typer) -> None:
                 max_working_bytes=args.max_working_bytes, shard_bytes=args.shard_bytes,
                 threads=args.threads, backend=args.backend,
             )
-            for d in (args.base, *args.models):  # any checkpoints: verified, SHA256SUMS checked when present
-                verify_checkpoint_dir(d, require_manifest=False)
             t0 = time.perf_counter()
+            # every input is verified as it is opened (merge.io.CheckpointReader): no pickle, SHA256SUMS
+            # checked when present, safetensors headers and index validated
             report = merge_checkpoints(args.base, args.models, args.out, cfg)
             seconds = time.perf_counter() - t0
         except (ValueError, FileExistsError, FileNotFoundError) as exc:

@@ -24,6 +24,12 @@ starts 16 bytes into a page, so whether a write() was slow depended on the safet
 length. Producers can ask `ShardedWriter.page_offset` where a chunk will land and allocate with
 `aligned_empty`; any other chunk at a short distance is staged through an aligned buffer first
 (user-space memcpy, which glibc already steers around this case).
+
+Inputs are verified before anything maps them (`CheckpointReader`): no pickle file anywhere, then `models.integrity.verify_checkpoint_dir` with
+`require_manifest=False` (SHA256SUMS checked when present: every listed file's digest, nothing
+unlisted; every safetensors header and the index validated by the safetensors library), and the
+reader's own header parse refuses a header length or data offsets beyond the file's size.
+Stage outputs that must have a manifest are required to by their callers (the merge job).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from typing import BinaryIO
 import numpy as np
 import torch
 from safetensors import safe_open
+
+from venus_core.models.integrity import verify_checkpoint_dir
 
 INDEX_NAME = "model.safetensors.index.json"
 REPORT_NAME = "merge_report.json"
@@ -135,8 +143,12 @@ class CheckpointReader:
         self.tensors: dict[str, TensorInfo] = {}
         self._maps: dict[Path, tuple[BinaryIO, mmap.mmap]] = {}
         self._maps_lock = threading.Lock()  # workers and planners open files concurrently
+        # our own bounded parse of every header first (its errors say what is wrong in the file's
+        # terms), then SHA256SUMS when present and the library's validation (module docstring)
+        all_offsets = {f: _data_offsets(f) for f in files}
+        verify_checkpoint_dir(self.root, require_manifest=False)
         for f in files:
-            offsets = _data_offsets(f)
+            offsets = all_offsets[f]
             with safe_open(f, framework="pt") as h:
                 for key in h.keys():
                     if key in self.tensors:
@@ -217,17 +229,31 @@ class CheckpointReader:
 
 
 def _data_offsets(f: Path) -> dict[str, int]:
-    """Absolute byte offset of each tensor's data (safetensors: u64 header size, JSON header)."""
+    """Absolute byte offset of each tensor's data (safetensors: u64 header size, JSON header).
+
+    The header length is checked against the file's size before anything is read (a hostile or
+    truncated file would otherwise have the reader allocate its stated length, up to 2^64 bytes),
+    and every tensor's data must lie within the file."""
     with open(f, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
         head = fh.read(8)
         if len(head) != 8:
             raise CheckpointError(f"{f}: not a safetensors file (shorter than 8 bytes)")
         (n,) = struct.unpack("<Q", head)
+        if n > size - 8:
+            raise CheckpointError(f"{f}: safetensors header length {n} bytes is larger than the file "
+                                  f"({size} bytes): a truncated or corrupt file, not a safetensors checkpoint")
         try:
             header = json.loads(fh.read(n))
-        except ValueError as exc:
-            raise CheckpointError(f"{f}: unreadable safetensors header ({exc})") from exc
-    return {k: 8 + n + int(v["data_offsets"][0]) for k, v in header.items() if k != "__metadata__"}
+            offsets = {k: (int(v["data_offsets"][0]), int(v["data_offsets"][1]))
+                       for k, v in header.items() if k != "__metadata__"}
+        except (ValueError, RecursionError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise CheckpointError(f"{f}: unreadable safetensors header ({type(exc).__name__}: {exc})") from None
+    for k, (lo, hi) in offsets.items():
+        if not 0 <= lo <= hi or 8 + n + hi > size:
+            raise CheckpointError(f"{f}: tensor {k!r}: data_offsets [{lo}, {hi}] lie outside the file's "
+                                  f"{size - 8 - n} data bytes")
+    return {k: 8 + n + lo for k, (lo, _) in offsets.items()}
 
 
 def tokenizer_digests(root: Path) -> dict[str, str]:
