@@ -54,3 +54,39 @@ def test_cli_reports_bad_input(three_models, tmp_path: Path) -> None:
 def test_cli_help() -> None:
     res = CliRunner().invoke(_app(), ["merge", "--help"])
     assert res.exit_code == 0 and "--models" in res.output and "--density" in res.output
+
+
+def test_cli_threshold_ties_choices_are_the_configs(three_models, tmp_path: Path) -> None:
+    """`--threshold-ties` accepts exactly what MergeConfig.threshold_ties allows (its Literal), and each
+    value reaches the config: the command's output equals the Python API's at that setting."""
+    import typing
+
+    import pytest
+    from pydantic import ValidationError
+
+    from venus_core.cli.merge_cmd import _parser, config_choices
+    from venus_core.merge import MergeConfig, merge_checkpoints
+
+    allowed = typing.get_args(MergeConfig.model_fields["threshold_ties"].annotation)
+    assert set(allowed) == {"index", "keep", "argsort"}  # "argsort": the parity mode, missing from the CLI before
+    ties_action = next(a for a in _parser()._actions if "--threshold-ties" in a.option_strings)
+    assert tuple(ties_action.choices) == allowed == config_choices("threshold_ties")
+    with pytest.raises(ValidationError):
+        MergeConfig(threshold_ties="bogus")
+    bp, mps, _, _ = three_models
+    for ties in allowed:
+        out = tmp_path / f"cli-{ties}"
+        res = CliRunner().invoke(_app(), ["merge", "--base", str(bp), "--models", *map(str, mps), "--density", "0.3",
+                                          "--threshold-ties", ties, "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        assert json.loads((out / "merge_report.json").read_text())["config"]["threshold_ties"] == ties
+        api = tmp_path / f"api-{ties}"
+        merge_checkpoints(bp, mps, api, MergeConfig(density=0.3, threshold_ties=ties))
+        assert (out / "SHA256SUMS").read_text().replace(str(out), "") == (api / "SHA256SUMS").read_text().replace(str(api), "")
+    res = CliRunner().invoke(_app(), ["merge", "--base", str(bp), "--models", *map(str, mps),
+                                      "--threshold-ties", "bogus", "-o", str(tmp_path / "bad")])
+    assert res.exit_code != 0 and not (tmp_path / "bad").exists()
+    for field in ("trim_scope", "election", "zero_sign", "backend"):  # the other Literal options too
+        flag = "--" + field.replace("_", "-")
+        action = next(a for a in _parser()._actions if flag in a.option_strings)
+        assert tuple(action.choices) == typing.get_args(MergeConfig.model_fields[field].annotation)

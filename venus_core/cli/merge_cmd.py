@@ -6,6 +6,10 @@ options taking several values, which click/typer options cannot express (they wo
 `--models M1 --models M2`). The command therefore takes its raw arguments from typer and parses
 them with argparse (`nargs="+"`); `venus merge --help` prints argparse's help.
 Heavy imports (torch) stay inside the command so that `venus --help` is fast.
+
+The choices of the options that name a `MergeConfig` field (`--trim-scope`, `--election`,
+`--zero-sign`, `--threshold-ties`, `--backend`) are that field's `Literal` values, read from the
+config (`config_choices`), so that the command accepts exactly what the config does.
 """
 
 from __future__ import annotations
@@ -13,10 +17,23 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import typing
 
 import typer
 
 PARTS = ("vision", "projector", "language", "embeddings")
+
+
+def config_choices(field: str) -> tuple[str, ...]:
+    """The values `MergeConfig.<field>` allows: the arguments of its `Literal` annotation (the one
+    member of `X | None` that is a Literal)."""
+    from venus_core.merge.api import MergeConfig
+
+    annotation = MergeConfig.model_fields[field].annotation
+    for arg in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(arg) is typing.Literal:
+            return tuple(str(a) for a in typing.get_args(arg))
+    raise TypeError(f"MergeConfig.{field} is not a Literal field: {annotation!r}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,10 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", nargs="+", type=float, default=None, help="one weight per model")
     p.add_argument("--density", type=float, default=0.2, help="TIES: fraction of each task vector kept")
     p.add_argument("--lambda", dest="lambda_", type=float, default=1.0, help="scale of the merged delta")
-    p.add_argument("--trim-scope", choices=("tensor", "model"), default="tensor")
-    p.add_argument("--election", choices=("mass", "weighted_mass", "count"), default="mass")
-    p.add_argument("--zero-sign", choices=("none", "positive"), default="none")
-    p.add_argument("--threshold-ties", choices=("index", "keep"), default="index")
+    p.add_argument("--trim-scope", choices=config_choices("trim_scope"), default="tensor")
+    p.add_argument("--election", choices=config_choices("election"), default="mass")
+    p.add_argument("--zero-sign", choices=config_choices("zero_sign"), default="none")
+    p.add_argument("--threshold-ties", choices=config_choices("threshold_ties"), default="index",
+                   help="entries tied at the trim threshold: index (the lowest flat indices, default), keep "
+                        "(all), argsort (the ones mergekit keeps; whole tensors in memory: parity only)")
     p.add_argument("--mergekit-semantics", action="store_true",
                    help="reproduce mergekit's ties (weighted_mass election, zero sign positive)")
     p.add_argument("--part-density", action="append", default=[], metavar="PART=D",
@@ -41,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-bytes", type=int, default=2 * (1 << 30))
     p.add_argument("--threads", type=int, default=None,
                    help="worker threads (default: torch's thread count, i.e. OMP_NUM_THREADS or the cores)")
-    p.add_argument("--backend", choices=("fused", "torch"), default="fused",
+    p.add_argument("--backend", choices=config_choices("backend"), default="fused",
                    help="fused numba kernels (default) or the block-wise torch reference path")
     p.add_argument("-o", "--out", required=True, help="output directory (must be empty or absent)")
     return p
