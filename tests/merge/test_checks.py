@@ -80,7 +80,7 @@ def test_missing_tensor_and_tokenizer_and_pickle_refused(tmp_path: Path) -> None
         merge_checkpoints(bp, [other_tok], tmp_path / "o")
     pk = write_ckpt(tmp_path / "p", perturb(base, 3))
     (pk / "pytorch_model.bin").write_bytes(b"\x80\x04")
-    with pytest.raises(CheckpointError, match="pytorch_model.bin: pickle files are refused"):
+    with pytest.raises(CheckpointError, match="pytorch_model.bin: pickle file refused: checkpoints are safetensors; pickles are never loaded"):
         merge_checkpoints(bp, [pk], tmp_path / "o")
 
 

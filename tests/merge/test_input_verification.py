@@ -137,3 +137,42 @@ def test_hostile_input_leaves_no_output(three_models, tmp_path: Path) -> None:
     res = CliRunner().invoke(_app(), ["merge", "--base", str(bp), "--models", *map(str, mps), "-o", str(out)])
     assert res.exit_code == 2 and f"{f}: safetensors header length" in res.output, res.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("names", [("model.pt",), ("pytorch_model.bin",),
+                                   ("pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin")])
+@pytest.mark.parametrize("which", ["base", "model"])
+def test_an_input_with_only_pickle_weights_is_refused_unloaded(three_models, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                names: tuple[str, ...], which: str) -> None:
+    """An old checkpoint (`.pt` / `.bin` only): the error names the file and says that checkpoints are
+    safetensors and pickles are never loaded; nothing unpickles it (torch.load / pickle would fail the test)."""
+    import pickle
+
+    import torch
+
+    bp, mps, _, _ = three_models
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in names:
+        torch.save({"w": torch.zeros(2)}, old / name)
+    (old / "config.json").write_text('{"model_type": "qwen3_vl"}')
+
+    def never(*a: object, **k: object) -> None:
+        raise AssertionError("a pickle was loaded")
+
+    monkeypatch.setattr(torch, "load", never)
+    monkeypatch.setattr(pickle, "load", never)
+    monkeypatch.setattr(pickle, "loads", never)
+    base, models = (old, mps) if which == "base" else (bp, [mps[0], old, mps[2]])
+    want = (rf"{old / names[0]}: {old} holds only pickle weights \({names[0]}.*\) and no \*\.safetensors: "
+            r"checkpoints are safetensors; pickles are never loaded")
+    with pytest.raises(CheckpointError, match=want):
+        CheckpointReader(old)
+    out = tmp_path / "out"
+    with pytest.raises(CheckpointError, match=want):
+        merge_checkpoints(base, models, out)
+    res = CliRunner().invoke(_app(), ["merge", "--base", str(base), "--models", *map(str, models), "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    assert f"{old / names[0]}:" in res.output and "checkpoints are safetensors; pickles are never loaded" in res.output
+    assert not out.exists()

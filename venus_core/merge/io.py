@@ -25,7 +25,9 @@ length. Producers can ask `ShardedWriter.page_offset` where a chunk will land an
 `aligned_empty`; any other chunk at a short distance is staged through an aligned buffer first
 (user-space memcpy, which glibc already steers around this case).
 
-Inputs are verified before anything maps them (`CheckpointReader`): no pickle file anywhere, then `models.integrity.verify_checkpoint_dir` with
+Inputs are verified before anything maps them (`CheckpointReader`): no pickle file anywhere (a
+directory holding only `.pt` / `.bin` weights gets an error saying so: checkpoints are
+safetensors, pickles are never loaded), then `models.integrity.verify_checkpoint_dir` with
 `require_manifest=False` (SHA256SUMS checked when present: every listed file's digest, nothing
 unlisted; every safetensors header and the index validated by the safetensors library), and the
 reader's own header parse refuses a header length or data offsets beyond the file's size.
@@ -111,12 +113,20 @@ class TensorInfo:
 
 
 def _refuse_pickles(root: Path) -> None:
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES:
-            raise CheckpointError(
-                f"{p}: pickle files are refused (they can execute code on load); "
-                "convert the checkpoint to safetensors"
-            )
+    """CheckpointError naming the first pickle file under `root`; saying so when it holds no
+    safetensors at all (an old `.pt` / `.bin` checkpoint)."""
+    pickles = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES)
+    if not pickles:
+        return
+    if not any(root.glob("*.safetensors")):
+        names = ", ".join(p.name for p in pickles[:3]) + (", ..." if len(pickles) > 3 else "")
+        raise CheckpointError(
+            f"{pickles[0]}: {root} holds only pickle weights ({names}) and no *.safetensors: checkpoints "
+            "are safetensors; pickles are never loaded (loading one can execute code). Convert it where "
+            "you trust it (e.g. transformers' save_pretrained(..., safe_serialization=True)), then merge")
+    raise CheckpointError(
+        f"{pickles[0]}: pickle file refused: checkpoints are safetensors; pickles are never loaded "
+        "(loading one can execute code); remove it from the checkpoint directory")
 
 
 class CheckpointReader:
