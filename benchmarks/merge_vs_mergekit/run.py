@@ -246,11 +246,11 @@ def _shapes(d: Path) -> dict[str, list[int]]:
     return out
 
 
-def report(rows: list[Row], args: argparse.Namespace, started: str, load: list[str]) -> None:
+def report(rows: list[Row], args: argparse.Namespace, started: str, load: list[str], partial: bool = False) -> None:
     def f(x: float | None, fmt: str = ".1f") -> str:
         return "-" if x is None else format(x, fmt)
 
-    print(f"\n`venus merge` vs mergekit, TIES density {args.density}, 3 fine-tunes, weights 1; {os.cpu_count()} CPUs; "
+    print(f"\n{'(so far: ' + str(len(rows)) + ' kinds) ' if partial else ''}`venus merge` vs mergekit, TIES density {args.density}, 3 fine-tunes, weights 1; {os.cpu_count()} CPUs; "
           f"started {started}; load average before {' '.join(load)}, after "
           f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     print(f"ours: `venus merge --method ties --density {args.density} --max-working-bytes {args.max_working_bytes}` "
@@ -332,6 +332,9 @@ def main() -> None:
         print(f"{kind.name}: {kind.description} ...", flush=True)
         rows.append(run_kind(kind, size, args, mergekit, env))
         print(f"  done in {time.perf_counter() - t0:.0f} s", flush=True)
+        if len(rows) < len(chosen):  # the tables so far: a run stopped part-way keeps what it measured
+            report(rows, args, started, load, partial=True)
+            sys.stdout.flush()
     print("\nThe pipeline's own three specialists are not a kind here: producing them means running "
           "score_data, mid_train and offline_rl x3 (~5 CPU-minutes on 2 cores, README) and they are 3 MB each, so "
           "both tools' time would be start-up; tiny-bootstrap merges the shipped base of that pipeline instead.")
