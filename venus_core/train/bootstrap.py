@@ -43,8 +43,8 @@ class Stage:
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
-    Stage(0, "grounding", 2000, 800, GROUNDING_ONLY, coarse_grid=4),
-    Stage(0, "grounding", 2000, 300, GROUNDING_ONLY),
+    Stage(0, "grounding", 2000, 2400, GROUNDING_ONLY, coarse_grid=4),
+    Stage(0, "grounding", 2000, 600, GROUNDING_ONLY),
     Stage(1, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3),
     Stage(1, "navigation", 600, 150, None, head=1.0, replay=0.3, lr=1e-3),
     Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.3, lr=1e-3),
@@ -55,7 +55,9 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
 pick by colour (1), by label (2), real app screens with the full mixture (3). Measured
 (docs/learning.md): exact targets from random init left the answers independent of the image for
 1,200 steps; 400 coarse steps then 100 exact ones reached 67 % held-out hits on level 0 (94.5 %
-after 400). Leaving the coarse plateau is stochastic (250 to > 450 steps over data seeds), hence 800. Data:
+after 400). Leaving the coarse plateau is stochastic (250 to > 450 steps over data seeds; at
+commit c1c9ac7 seed 0 was still on it after 800 coarse + 300 exact steps, 15/76 hits, and reached
+75 % after 2,400 coarse and 97 % after 600 exact), hence 2,400 + 600. Data:
 45 passes over 384 level-0 records gave answer loss 0.55 on them and 2.28 on unseen screens, so
 data must grow with steps; synthesis costs ~35 ms CPU per record (~10 CPU-minutes for these).
 Levels 1-3 train with the instruction head (`mid_train.instruction_head`: without it level 1 stayed
