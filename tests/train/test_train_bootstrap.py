@@ -24,7 +24,8 @@ def test_stage_plans() -> None:
     assert [s.n for s in scaled(DEFAULT_STAGES, 3.0)] == [s.n for s in DEFAULT_STAGES]  # data never grows
     assert [s.coarse_grid for s in scaled(DEFAULT_STAGES, 0.5)] == [s.coarse_grid for s in DEFAULT_STAGES]
     plan = with_steps(DEFAULT_STAGES, [3, 0, 5, 0, 0, 0, 2])
-    assert [(s.level, s.steps, s.coarse_grid) for s in plan] == [(0, 3, 4), (1, 5, 0), (3, 2, 0)]
+    assert [(s.level, s.steps, s.coarse_grid) for s in plan if s.steps] == [(0, 3, 4), (1, 5, 0), (3, 2, 0)]
+    assert [s.kind for s in plan] == [s.kind for s in DEFAULT_STAGES]  # skipped stages keep their index
     with pytest.raises(ValueError):
         with_steps(DEFAULT_STAGES, [1, 2])
     with pytest.raises(ValueError):
@@ -69,6 +70,8 @@ def test_bootstrap_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
     assert [s["level"] for s in report["stages"]] == [0, 0, 1, 3] and all(s["steps"] == 1 for s in report["stages"])
     assert [s["kind"] for s in report["stages"]] == ["grounding", "grounding", "navigation", "mixture"]
     assert [s["coarse_grid"] for s in report["stages"]] == [4, 0, 0, 0]
+    assert [s["index"] for s in report["stages"]] == [0, 1, 3, 6]  # seeds and checkpoint dirs of one full run
+    assert [s["index"] for s in report["skipped"]] == [2, 4, 5]
     # the level-1 navigation stage replays level 0 (the only grounding seen so far), level 3 too
     assert report["stages"][2]["replayed"] > 0 and report["stages"][3]["replayed"] > 0
     assert report["stages"][2]["head"] == 1.0 and report["stages"][0]["head"] == 0.0

@@ -69,11 +69,13 @@ level's grounding replayed: the grounding skill alone did not give valid live ac
 
 
 def with_steps(stages: tuple[Stage, ...], steps: list[int]) -> tuple[Stage, ...]:
-    """The stages with explicit step counts, one per stage; 0 skips a stage (e.g. when continuing
-    from `init_checkpoint`)."""
+    """The stages with explicit step counts, one per stage; 0 skips a stage's training (e.g. when
+    continuing from `init_checkpoint`). Skipped stages stay in the plan: a stage keeps its index (its
+    seed and checkpoint directory) and a skipped grounding stage still gives the later stages its
+    replay pool, so continuing from `WORK/ckpt-K` trains what one run would."""
     if len(steps) != len(stages) or any(s < 0 for s in steps) or not any(steps):
         raise ValueError(f"need {len(stages)} step counts >= 0 (one per stage, not all 0), got {steps}")
-    return tuple(replace(st, steps=k) for st, k in zip(stages, steps) if k > 0)
+    return tuple(replace(st, steps=k) for st, k in zip(stages, steps))
 
 
 def scaled(stages: tuple[Stage, ...], scale: float) -> tuple[Stage, ...]:
@@ -150,10 +152,13 @@ def bootstrap(
         st_load_model(model, str(Path(init_checkpoint) / "model.safetensors"))
     env = DistEnv(0, 1, 0, torch.device("cpu"), "single")
     report: dict[str, Any] = {"tiny": spec.model.tiny.model_dump(mode="json"), "stages": [],
-                              "init_checkpoint": str(init_checkpoint) if init_checkpoint else None}
+                              "init_checkpoint": str(init_checkpoint) if init_checkpoint else None, "skipped": []}
     offset = 0
     lower: dict[int, list[Any]] = {}  # level -> training items of that level's data (exact targets)
     for k, st in enumerate(stages):
+        if st.steps == 0 and st.kind != "grounding":  # skipped, and no replay pool to give
+            report["skipped"].append({"index": k, "level": st.level, "kind": st.kind, "records": st.n})
+            continue
         data = work / f"level{st.level}-{st.kind}-{st.n}"
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():
@@ -162,6 +167,9 @@ def bootstrap(
         corpus = load_corpus([data], validation_fraction=0.05, history_len=spec.data.history_len, seed=spec.data.seed)
         if st.kind == "grounding":
             lower.setdefault(st.level, [it for v in corpus.train.values() for it in v])
+        if st.steps == 0:  # a skipped grounding stage (continuing from init_checkpoint) gives its replay pool
+            report["skipped"].append({"index": k, "level": st.level, "kind": st.kind, "records": st.n})
+            continue
         refusals_held_back = 0
         if st.coarse_grid:
             corpus, refusals_held_back = coarse_targets(corpus, st.coarse_grid)
@@ -183,7 +191,7 @@ def bootstrap(
                            ckpt_dir=work / f"ckpt-{k}-level{st.level}-{st.kind}", tracker=stage_tracker, eval_limit=eval_limit)
         offset += st.steps
         train_size = sum(len(v) for v in corpus.train.values())
-        entry = {"level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
+        entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
                  "replayed": replayed, "head": st.head, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
