@@ -72,6 +72,10 @@ def test_bootstrap_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
     assert [s["coarse_grid"] for s in report["stages"]] == [4, 0, 0, 0]
     assert [s["index"] for s in report["stages"]] == [0, 1, 3, 6]  # seeds and checkpoint dirs of one full run
     assert [s["index"] for s in report["skipped"]] == [2, 4, 5]
+    # a skipped grounding stage's data is made only for the replay of a later trained stage
+    made = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "boot.work").glob("level*-*-*"))
+    assert made == ["level0-grounding", "level1-grounding", "level1-navigation", "level2-grounding",
+                    "level3-mixture"]  # no data for the skipped level-2 navigation stage
     # the level-1 navigation stage replays level 0 (the only grounding seen so far), level 3 too
     assert report["stages"][2]["replayed"] > 0 and report["stages"][3]["replayed"] > 0
     assert report["stages"][2]["head"] == 1.0 and report["stages"][0]["head"] == 0.0

@@ -155,8 +155,9 @@ def bootstrap(
                               "init_checkpoint": str(init_checkpoint) if init_checkpoint else None, "skipped": []}
     offset = 0
     lower: dict[int, list[Any]] = {}  # level -> training items of that level's data (exact targets)
+    last = max((k for k, st in enumerate(stages) if st.steps), default=-1)
     for k, st in enumerate(stages):
-        if st.steps == 0 and st.kind != "grounding":  # skipped, and no replay pool to give
+        if st.steps == 0 and (st.kind != "grounding" or k > last):  # skipped, and no replay pool to give
             report["skipped"].append({"index": k, "level": st.level, "kind": st.kind, "records": st.n})
             continue
         data = work / f"level{st.level}-{st.kind}-{st.n}"
