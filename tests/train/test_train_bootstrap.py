@@ -140,3 +140,23 @@ def test_replay_adds_the_lower_levels_share_seeded_and_counted() -> None:
     assert with_replay(own, [], 0.2, seed=0) == (own, 0) and with_replay(own, pool, 0.0, seed=0) == (own, 0)
     with pytest.raises(ValueError, match="replay share"):
         with_replay(own, pool, 1.0, seed=0)
+
+
+@pytest.mark.slow
+def test_continuing_from_a_stage_checkpoint_trains_what_one_run_would(tmp_path: Path) -> None:
+    from venus_core.config.loader import load_spec
+    from venus_core.train.bootstrap import bootstrap
+
+    spec = load_spec(SPEC)
+    plan = scaled(DEFAULT_STAGES, 0.001)
+    one = tmp_path / "one"
+    bootstrap(tmp_path / "one-out", spec, work_dir=one, stages=with_steps(plan, [2, 2, 2, 0, 0, 0, 0]), eval_limit=1)
+    again = tmp_path / "again"
+    again.mkdir()
+    for d in one.glob("level*"):  # the same synthesised data (deterministic anyway; saves the time)
+        (again / d.name).symlink_to(d)
+    report = bootstrap(tmp_path / "again-out", spec, work_dir=again, stages=with_steps(plan, [0, 0, 2, 0, 0, 0, 0]),
+                       eval_limit=1, init_checkpoint=one / "ckpt-1-level0-grounding" / "step-00000002")
+    assert [s["index"] for s in report["stages"]] == [2] and report["stages"][0]["replayed"] > 0
+    first = (one / "ckpt-2-level1-grounding" / "step-00000002" / "model.safetensors").read_bytes()
+    assert (again / "ckpt-2-level1-grounding" / "step-00000002" / "model.safetensors").read_bytes() == first
