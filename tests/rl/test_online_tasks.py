@@ -103,6 +103,44 @@ def test_dedupe_drops_near_duplicates_keeps_distinct_and_names_the_duplicate() -
     assert pool.report()["total"] == 3
 
 
+def test_the_same_goal_on_another_start_state_is_another_task() -> None:
+    def at(name: str, goal: str, start: str) -> PoolTask:
+        task = Task(goal=goal, success_check=f"fake:{name}", max_steps=30)
+        return pool_task("fake", task, 5, "static", start)
+
+    tasks = [at("a", "Click the red button", "board-1"), at("b", "Click the red button", "board-2"),
+             at("c", "Click the red button.", "board-1"), at("d", "Click the red button", "")]
+    kept, dropped = dedupe(tasks, HashingEmbedder(), 0.9)
+    assert [t.key for t in kept] == ["fake:a", "fake:b"]
+    # same start: a duplicate; unknown start: compared with every task
+    assert [(t.key, k) for t, k, _ in dropped] == [("fake:c", "fake:a"), ("fake:d", "fake:a")]
+    unknown_first = [at("d", "Click the red button", ""), at("a", "Click the red button", "board-1")]
+    assert [t.key for t in dedupe(unknown_first, HashingEmbedder(), 0.9)[0]] == ["fake:d"]
+    # scope "goal": every goal against every goal, whatever the start
+    assert [t.key for t in dedupe(tasks, HashingEmbedder(), 0.9, scope="goal")[0]] == ["fake:a"]
+    with pytest.raises(ValueError, match="scope"):
+        dedupe(tasks, HashingEmbedder(), 0.9, scope="board")
+
+
+def test_level1_boards_repeat_goals_but_stay_distinct_tasks() -> None:
+    """Measured before start fingerprints: 64 level-1 tasks (nine colour goals on different boards)
+    collapsed to a handful, and with a level-1 held-out set to "no tasks left"."""
+    s = spec(held_out=8, held_out_levels=[1])
+    held = held_out_tasks(s)
+    train = sim_phone_tasks([1], range(64))
+    assert len({t.task.goal for t in train}) <= 9 < len({t.start for t in train})
+    pool = TaskPool(train, s, seed=0, held_out=held)
+    r = pool.report()["dedupe"]
+    starts = Counter(t.start for t in train)
+    assert r["kept"] == len(train) - r["duplicates_count"] - r["held_out_collisions_count"]
+    assert r["kept"] >= sum(1 for c in starts.values() if c == 1) - r["held_out_collisions_count"] > 40
+    with pytest.raises(ValueError, match="no tasks left"):  # what the level-1 runs hit before
+        wide = spec(held_out=32, held_out_levels=[1], dedupe_scope="goal")
+        TaskPool(train, wide, seed=0, held_out=held_out_tasks(wide))
+    # a fingerprint is the start state's, not the seed's: equal for the same reference, stable
+    assert train[0].start == sim_phone_tasks([1], [0])[0].start and train[0].start.startswith("synth:")
+
+
 def test_pool_size_keeps_a_seeded_subset_by_shares() -> None:
     pool = TaskPool(fakes({"easy": 30, "medium": 30, "hard": 30}), spec(size=20), seed=3,
                     embedder=OneHot())
@@ -256,9 +294,9 @@ def test_held_out_tasks_are_fixed_disjoint_and_never_sampled() -> None:
     assert collided[held[1].key] == held[1].key and collided["fake:copy"] == held[3].key
     assert pool.held_out == held
     held_keys = {t.key for t in held}
-    held_goals = {t.task.goal for t in held}
+    held_episodes = {(t.start, t.task.goal) for t in held}
     drawn = [t for _ in range(100) for t in pool.sample(8)]
-    assert not any(t.key in held_keys or t.task.goal in held_goals for t in drawn)
+    assert not any(t.key in held_keys or (t.start, t.task.goal) in held_episodes for t in drawn)
     for seed in (HELD_OUT_SEED_START, 100_000):
         with pytest.raises(ValueError, match="outside the training seeds"):
             sim_phone_tasks([0], [seed])

@@ -221,6 +221,9 @@ class TaskPoolSpec(Section):
     medium: float = Field(0.35, ge=0, le=1, description="share of medium tasks (11–20 steps)")
     hard: float = Field(0.15, ge=0, le=1, description="share of hard tasks (> 20 steps)")
     dedupe_similarity: float = Field(0.9, gt=0, le=1, description="drop tasks more similar than this")
+    dedupe_scope: Literal["start", "goal"] = Field(
+        "start", description="start: goals are compared only between tasks with the same start state "
+        "(the same goal on another board or app content is another task); goal: every goal with every goal")
     held_out: int = Field(16, ge=0, description="held-out tasks (sim-phone seeds from 900000), never sampled for training")
     held_out_levels: list[Annotated[int, Field(ge=0, le=6)]] = Field(
         default_factory=lambda: [3, 4, 5], description="curriculum levels (0-6) of the held-out tasks, round robin")

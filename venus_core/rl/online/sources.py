@@ -57,7 +57,11 @@ def bucket_of(expected_steps: int) -> Bucket:
 
 @dataclass(frozen=True)
 class PoolTask:
-    """One task of the pool; `key` is unique and stable (the env and its success reference)."""
+    """One task of the pool; `key` is unique and stable (the env and its success reference).
+
+    `start` fingerprints the episode's start state ("" = unknown). Goal similarity only makes two
+    tasks duplicates when they start from the same state (or either start is unknown): "Click the
+    red button" on two different boards are two tasks, not one (`similarity.dedupe`)."""
 
     key: str
     env: str
@@ -65,6 +69,7 @@ class PoolTask:
     expected_steps: int
     bucket: Bucket
     source: Source
+    start: str = ""
 
     def __post_init__(self) -> None:
         if not self.key or not self.env:
@@ -78,12 +83,23 @@ class PoolTask:
             raise ValueError(f"PoolTask {self.key}: source {self.source!r} is not static/dynamic")
 
 
-def pool_task(env: str, task: Task, expected_steps: int, source: Source) -> PoolTask:
+def pool_task(env: str, task: Task, expected_steps: int, source: Source, start: str = "") -> PoolTask:
     """A PoolTask keyed `<env>:<success reference without its scheme>`, e.g.
     `sim-phone:level=3,seed=17,lang=en,size=540x960` or `miniwob:click-button,seed=5`."""
     scheme, sep, rest = task.success_check.partition(":")
     return PoolTask(f"{env}:{rest if sep else scheme}", env, task, expected_steps,
-                    bucket_of(expected_steps), source)
+                    bucket_of(expected_steps), source, start)
+
+
+def synth_start(ref: str) -> str:
+    """Fingerprint of a `synth:` task's start state: sha256 of its phone state's JSON (the state
+    the env loads, so two seeds that build the same start state get the same fingerprint)."""
+    import hashlib
+
+    from venus_core.envs.simphone import synth_episode
+    from venus_core.envs.state_codec import encode_state
+
+    return "synth:" + hashlib.sha256(encode_state(synth_episode(ref).start).encode("utf-8")).hexdigest()[:16]
 
 
 def _report(rejected: Rejected | None, bad: Rejected, label: str) -> None:
@@ -113,7 +129,7 @@ def _sim_phone(items: Sequence[tuple[int, int]], lang: str, size: tuple[int, int
     out = []
     for level, seed in items:
         task = synth_task(level, seed, lang=lang, size=size, max_steps=max_steps)
-        t = pool_task("sim-phone", task, len(synth_plan(task)), "static")
+        t = pool_task("sim-phone", task, len(synth_plan(task)), "static", synth_start(task.success_check))
         if _fits(t, bad):
             out.append(t)
     return out
@@ -149,7 +165,8 @@ def miniwob_tasks(names: Sequence[str], seeds: Iterable[int],
             if not task.success_check.startswith("miniwob:"):
                 raise ValueError(f"make_task({name!r}, {seed}) gave success_check "
                                  f"{task.success_check!r}, not a miniwob: reference")
-            t = pool_task("miniwob", task, expected_steps(task), "static")
+            # the page is generated from (task, seed): the reference names the start state
+            t = pool_task("miniwob", task, expected_steps(task), "static", task.success_check)
             if _fits(t, bad):
                 out.append(t)
     _report(rejected, bad, "miniwob_tasks")
@@ -219,7 +236,7 @@ def _infer(rec: Mapping[str, Any], max_steps: int) -> PoolTask | str:
             task = synth_task(r.level, r.seed, lang=r.lang, size=r.size, max_steps=max_steps)
             if task.goal != goal:
                 return f"goal differs from the rebuilt episode's {task.goal!r}"
-            return pool_task("sim-phone", task, len(synth_plan(task)), "dynamic")
+            return pool_task("sim-phone", task, len(synth_plan(task)), "dynamic", synth_start(ref))
         if ref.startswith("miniwob:"):
             name, seed = miniwob_ref(ref)
             steps = _step_count(rec)
@@ -228,7 +245,7 @@ def _infer(rec: Mapping[str, Any], max_steps: int) -> PoolTask | str:
             if not steps:
                 return "no step count"
             task = Task(goal=goal, app=name, success_check=ref, max_steps=max_steps)
-            return pool_task("miniwob", task, steps, "dynamic")
+            return pool_task("miniwob", task, steps, "dynamic", ref)
     except EnvError as exc:
         return str(exc)
     return f"unsupported success reference {ref!r}"
