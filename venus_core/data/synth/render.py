@@ -130,8 +130,8 @@ def _button(cv: _Canvas, w: Widget, t: Theme) -> None:
     if w.selected:
         cv.d.rounded_rectangle(b, radius=radius, outline=contrast(t.background),
                                width=max(1, round(2 * cv.s)))
-    cv.text(w.label, (b[0] + 4 * cv.sx, b[1], b[2] - 4 * cv.sx, b[3]), contrast(fill),
-            size=15 * w.text_scale, bold=True, align="center")
+    cv.text(w.label, (b[0] + 4 * cv.sx, b[1], b[2] - 4 * cv.sx, b[3]), contrast(fill), size=15,
+            bold=True, align="center")
 
 
 def _icon_button(cv: _Canvas, w: Widget, t: Theme) -> None:

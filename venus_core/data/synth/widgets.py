@@ -53,7 +53,6 @@ class Widget:
     scrollable: bool = False
     value: str = ""
     placeholder: str = ""
-    text_scale: float = 1.0  # multiplies the renderer's font size for this widget's label
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -61,8 +60,6 @@ class Widget:
         x1, y1, x2, y2 = self.box
         if not (x1 < x2 and y1 < y2):
             raise ValueError(f"widget {self.key!r}: empty box {self.box}")
-        if not self.text_scale > 0:
-            raise ValueError(f"widget {self.key!r}: text_scale must be > 0, got {self.text_scale}")
 
     @property
     def center(self) -> tuple[float, float]:

@@ -15,20 +15,13 @@ from dataclasses import dataclass, replace
 
 from venus_core.config.registry import SYNTH_APPS
 from venus_core.data.synth.apps.base import App, AtomicTask, HandlerResult, pick
-from venus_core.data.synth.i18n import COLORS, MOBILE_WIDTH, ViewContext, tr
+from venus_core.data.synth.i18n import COLORS, ViewContext, tr
 from venus_core.data.synth.widgets import Screen, Widget
 
 WORDS = (("OK", "确定"), ("Next", "下一步"), ("Save", "保存"), ("Send", "发送"), ("Share", "分享"),
          ("Delete", "删除"), ("Edit", "编辑"), ("Play", "播放"), ("Stop", "停止"), ("Help", "帮助"),
          ("Undo", "撤销"), ("Copy", "复制"), ("Open", "打开"), ("Close", "关闭"), ("Buy", "购买"))
 BOARD_COLORS = ("red", "green", "blue", "yellow", "purple", "orange", "pink", "teal", "gray")
-LABEL_SCALE = 1.45
-"""Board labels are drawn this much larger than a button's default label (on the mobile logical
-width; the web's wider logical screen scales up to the same size relative to the button): the
-longest word ("Delete") then just fits a grid button, 8 px tall on a 128 x 128 screenshot. At the
-default size the labels were ~4-5 px there, and 4,000 training steps with the instruction head left
-label choice (level 2) at 20.6 % of held-out boards while colour choice (level 1) reached 99 %
-(docs/learning.md)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +76,6 @@ class Board(App):
 
     def view(self, s: BoardState, ctx: ViewContext) -> Screen:
         widgets = []
-        scale = LABEL_SCALE * ctx.width / MOBILE_WIDTH
         for i, b in enumerate(s.buttons):
             x1, y1, x2, y2 = b.box
             box = (x1 * ctx.width // 1000, y1 * ctx.height // 1000,
@@ -92,8 +84,7 @@ class Board(App):
             cname = tr(f"color.{b.color}", ctx.lang)
             widgets.append(Widget(f"btn:{i}", "button", box, label=label,
                                   name=label or f"{cname}", color=COLORS[b.color],
-                                  color_name=b.color, clickable=True, selected=i in s.clicked,
-                                  text_scale=scale))
+                                  color_name=b.color, clickable=True, selected=i in s.clicked))
         return Screen(app=self.name, page="board", width=ctx.width, height=ctx.height,
                       platform=ctx.platform, lang=ctx.lang, widgets=tuple(widgets),
                       title=ctx.t("board.title"))
