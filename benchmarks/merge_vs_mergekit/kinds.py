@@ -68,6 +68,7 @@ class Kind:
     dtype: str = "bfloat16"
     frozen_in: tuple[int, ...] = (1, 2, 3)  # the fine-tunes that freeze `frozen`
     source: str | None = None  # a checkpoint (relative to the repository) whose tensors are the base
+    checkpoints: tuple[str, ...] = ()  # base + fine-tunes used as they are (nothing generated)
 
 
 def _frozen_layers(n: int) -> tuple[str, ...]:
@@ -93,6 +94,32 @@ def kinds(size: Size) -> list[Kind]:
              "freeze_vision)", frozen=vision, frozen_in=(2, 3), dtype="float32",
              source="venus_core/models/assets/venus-tiny-bootstrap"),
     ]
+
+
+def pipeline_kind(run_dir: Path) -> Kind:
+    """The pipeline's own three specialists, as `venus run --out RUN_DIR` handed them to its merge
+    stage: the mid-trained model as base; grounding's offline GRPO specialist and mobile's / web's
+    online-RL specialists (offline where online RL did not run). Read from RUN_DIR/summary.json."""
+    summary_path = Path(run_dir) / "summary.json"
+    if not summary_path.is_file():
+        raise SystemExit(f"--specialists {run_dir}: no summary.json (a `venus run --out DIR` directory)")
+    summary = json.loads(summary_path.read_text())
+    if summary.get("status") != "SUCCESS":
+        raise SystemExit(f"{summary_path}: the run's status is {summary.get('status')!r}, not SUCCESS")
+    out: dict[tuple[str, str | None], Path] = {}
+    for st in summary["stages"]:
+        model = (st.get("outputs") or {}).get("model")
+        if model:
+            out[(st["stage"], st.get("domain"))] = Path(model) / "model"
+    try:
+        base = out[("mid_train", None)]
+        fts = [out.get(("online_rl", d)) or out[("offline_rl", d)] for d in ("grounding", "mobile", "web")]
+    except KeyError as exc:
+        raise SystemExit(f"{summary_path}: no model output of stage {exc.args[0]}") from None
+    dtype = json.loads((base / "config.json").read_text()).get("dtype") or "float32"
+    return Kind("pipeline-specialists", "run", "as-trained",
+                f"the pipeline's own base and three specialists ({summary_path}; {dtype})",
+                dtype=str(dtype), checkpoints=tuple(str(p) for p in (base, *fts)))
 
 
 def llama_shapes(s: Size) -> dict[str, tuple[int, ...]]:
@@ -310,7 +337,14 @@ def write_checkpoint(path: Path, kind: Kind, shapes: dict[str, tuple[int, ...]],
 
 
 def generate(root: Path, kind: Kind, size: Size) -> list[Path]:
-    """base + ft1..ft3 of a kind under root/<kind> (reused when complete: a `done` marker is written last)."""
+    """base + ft1..ft3 of a kind under root/<kind> (reused when complete: a `done` marker is written last);
+    a kind with `checkpoints` uses those as they are."""
+    if kind.checkpoints:
+        dirs = [Path(p) for p in kind.checkpoints]
+        missing = [str(d) for d in dirs if not list(d.glob("*.safetensors"))]
+        if missing:
+            raise SystemExit(f"{kind.name}: no safetensors in {missing}")
+        return dirs
     work = root / kind.name
     dirs = [work / n for n in ("base", "ft1", "ft2", "ft3")]
     marker = work / "done.json"

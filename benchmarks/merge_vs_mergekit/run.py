@@ -199,6 +199,7 @@ def run_kind(kind: kinds_mod.Kind, size: kinds_mod.Size, args: argparse.Namespac
     work = args.work / args.size
     base, *fts = kinds_mod.generate(work, kind, size)
     kdir = work / kind.name
+    kdir.mkdir(parents=True, exist_ok=True)
     nbytes = sum(f.stat().st_size for f in base.glob("*.safetensors"))
     params = sum(math.prod(s) for s in _shapes(base).values())
     unchanged = [kinds_mod.unchanged_fraction(base, f) for f in fts]
@@ -315,9 +316,12 @@ def main() -> None:
     ap.add_argument("--skip-mergekit", action="store_true", help="time ours only (no ratios, no parity)")
     ap.add_argument("--no-parity", action="store_true", help="skip the parity merges and the attribution")
     ap.add_argument("--keep-inputs", action="store_true", help="keep each kind's generated checkpoints")
+    ap.add_argument("--specialists", type=Path, default=None,
+                    help="a `venus run --out DIR` directory: adds the kind pipeline-specialists (its mid-trained "
+                         "base and the three specialists its merge stage merged)")
     args = ap.parse_args()
     size = kinds_mod.SIZES[args.size]
-    all_kinds = kinds_mod.kinds(size)
+    all_kinds = kinds_mod.kinds(size) + ([kinds_mod.pipeline_kind(args.specialists)] if args.specialists else [])
     chosen = [k for k in all_kinds if args.kinds is None or k.name in args.kinds]
     unknown = set(args.kinds or ()) - {k.name for k in all_kinds}
     if unknown:
@@ -335,9 +339,9 @@ def main() -> None:
         if len(rows) < len(chosen):  # the tables so far: a run stopped part-way keeps what it measured
             report(rows, args, started, load, partial=True)
             sys.stdout.flush()
-    print("\nThe pipeline's own three specialists are not a kind here: producing them means running "
-          "score_data, mid_train and offline_rl x3 (~5 CPU-minutes on 2 cores, README) and they are 3 MB each, so "
-          "both tools' time would be start-up; tiny-bootstrap merges the shipped base of that pipeline instead.")
+    if not args.specialists:
+        print("\nThe pipeline's own three specialists are a kind only with --specialists RUN_DIR (a finished "
+              "`venus run --out RUN_DIR`): producing them takes a default run (~10 minutes on 2 cores).")
     report(rows, args, started, load)
 
 
