@@ -54,15 +54,16 @@ def _labels(image, frame: int = 1000):  # type: ignore[no-untyped-def]
     return out
 
 
-def _fit(x_tr: torch.Tensor, y_tr: torch.Tensor, x_te: torch.Tensor, y_te: torch.Tensor, k: int) -> float:
-    """Held-out accuracy of a softmax probe (standardised features, L2, Adam)."""
+def _fit(x_tr: torch.Tensor, y_tr: torch.Tensor, x_te: torch.Tensor, y_te: torch.Tensor, k: int,
+         steps: int = 300) -> float:
+    """Held-out accuracy of a softmax probe (standardised features, L2, Adam, `steps` steps)."""
     mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-6
     x_tr, x_te = (x_tr - mu) / sd, (x_te - mu) / sd
     torch.manual_seed(0)
     w = torch.zeros(x_tr.shape[1], k, requires_grad=True)
     b = torch.zeros(k, requires_grad=True)
     opt = torch.optim.Adam([w, b], lr=0.05)
-    for _ in range(300):
+    for _ in range(steps):
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(x_tr @ w + b, y_tr) + 1e-3 * (w ** 2).sum()
         loss.backward()

@@ -21,21 +21,7 @@ import json
 from pathlib import Path
 
 import torch
-
-
-def _probe(x: torch.Tensor, y: torch.Tensor, classes: int, cut: int) -> float:
-    mu, sd = x[:cut].mean(0), x[:cut].std(0) + 1e-6
-    x = (x - mu) / sd
-    torch.manual_seed(0)
-    w = torch.zeros(x.shape[1], classes, requires_grad=True)
-    b = torch.zeros(classes, requires_grad=True)
-    opt = torch.optim.Adam([w, b], lr=0.05)
-    for _ in range(400):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(x[:cut] @ w + b, y[:cut]) + 1e-3 * (w ** 2).sum()
-        loss.backward()
-        opt.step()
-    return round(float(((x[cut:] @ w + b).argmax(1) == y[cut:]).float().mean()), 3)
+from colour_probe import _fit  # the same softmax probe (this script runs from scripts/experiments)
 
 
 def main() -> None:
@@ -93,7 +79,8 @@ def main() -> None:
                               "chance": {"word": round(1 / len(WORDS), 3), "colour": round(1 / len(BOARD_COLORS), 3)}}
     for name, y, k in (("word", words, len(WORDS)), ("colour", colours, len(BOARD_COLORS))):
         for layer, xs in feats.items():
-            out[f"{name}_{layer}"] = _probe(torch.stack(xs), torch.tensor(y), k, cut)
+            x, t = torch.stack(xs), torch.tensor(y)
+            out[f"{name}_{layer}"] = round(_fit(x[:cut], t[:cut], x[cut:], t[cut:], k, steps=400), 3)
     print(json.dumps(out), flush=True)
 
 
