@@ -20,6 +20,7 @@ def main(tiny: str, data: str, out: str) -> None:
     torch.set_num_threads(1)
     cfg = MidTrainSpec(max_steps=3, batch_size=2, grad_accum=2, warmup_steps=1, save_every=3, eval_every=100)
     env = setup(cfg)
+    finished = False
     try:
         model, proc = load_model(tiny, ModelSpec())
         corpus = load_corpus([data], validation_fraction=0.0, history_len=5, seed=0)
@@ -28,8 +29,9 @@ def main(tiny: str, data: str, out: str) -> None:
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         save_file(state, str(Path(out) / f"rank{env.rank}.safetensors"),
                   metadata={"backend": env.backend, "world": str(env.world), "samples": str(res.mixture["samples"])})
+        finished = True
     finally:
-        teardown()
+        teardown(synchronize=finished)  # as runtime.mid_train does
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     env = setup(spec.mid_train, device)
     stack = contextlib.ExitStack()
+    finished_ok = False
     try:
         # loaded on this rank's device (its attention kernel); dtype auto = float32 master weights, the
         # compute in bf16 under autocast (mid_train.precision) or DeepSpeed's bf16 engine
@@ -123,8 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     else:
         stack.close()
+        finished_ok = True
     finally:
-        teardown()
+        teardown(synchronize=finished_ok)  # every rank got here: meet before leaving
     return 0
 
 

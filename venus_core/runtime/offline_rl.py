@@ -329,15 +329,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracking = (job_tracking(JOB, spec, out, section=f"offline_rl.{args.domain}", tags={"venus.domain": args.domain})
                 if main_rank else contextlib.nullcontext(NullTracker()))
     with tracking as tracker:
+        finished = False
         try:
             report = run(spec, args.domain, args.model, data, out, eval_data=args.eval_data, tracker=tracker,
                          checkpoints=Path(args.checkpoints) if args.checkpoints else None, stop_at=args.stop_at,
                          exclude=exclude, device=device)
+            finished = True
         except StoppedAt as stop:
             print(f"offline_rl: stopped after step {stop.step} (--stop-at)", file=sys.stderr)
             return 3
         finally:
-            teardown()
+            teardown(synchronize=finished)  # every rank got here: meet before leaving
         if main_rank:
             tracker.record_provenance(report["provenance"])
     if not main_rank:
