@@ -71,3 +71,12 @@ def test_predictor_returning_too_few_answers_is_an_error(grounding_data: Path) -
 
     with pytest.raises(RuntimeError, match="returned 6 answers for 7 queries"):
         evaluate_grounding(grounding_data, Short({}))
+
+
+def test_progress_reports_the_scored_samples_against_the_manifest(grounding_data: Path) -> None:
+    calls: list[tuple[int, int | None]] = []
+    res = evaluate_grounding(grounding_data, Scripted(ANSWERS), chunk=3, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(3, 7), (6, 7), (7, 7)] and calls[-1][0] == len(res.samples)
+    calls.clear()
+    res = evaluate_grounding(grounding_data, Scripted(ANSWERS), limit=2, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(2, 2)] and len(res.samples) == 2

@@ -80,3 +80,21 @@ def test_limit_counts_episodes(nav_data: Path) -> None:
     res = evaluate_nav_offline(nav_data, Scripted(ANSWERS), limit=1)
     assert [x["id"] for x in res.samples] == ["e0:0", "e0:1", "e0:2"]
     assert _rate(res.summary["episode_success"]) == (0, 1)
+
+
+def test_progress_counts_steps_planned_only_for_a_dataset_of_steps(nav_data: Path, tmp_path: Path) -> None:
+    from venus_core.data.store import DatasetReader, DatasetWriter
+    from venus_core.models.prompts import HISTORY_STEPS
+
+    calls: list[tuple[int, int | None]] = []
+    res = evaluate_nav_offline(nav_data, Scripted(ANSWERS), chunk=2, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(2, None), (4, None), (5, None)] and len(res.samples) == 5  # trajectories: steps unknown ahead
+    reader = DatasetReader(nav_data)
+    with DatasetWriter(tmp_path / "steps") as w:
+        for trajectory in reader:
+            for step in trajectory.to_steps(HISTORY_STEPS):  # type: ignore[union-attr]
+                w.copy_record(step, reader)
+    calls.clear()
+    res = evaluate_nav_offline(tmp_path / "steps", Scripted(ANSWERS), chunk=2, limit=4,
+                               progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(2, 4), (4, 4)] and len(res.samples) == 4

@@ -90,7 +90,9 @@ def test_lock_step_bookkeeping_exact() -> None:
     }
     envs = [CountingEnv(), CountingEnv()]
     pred = ByStep([script[t.goal] for t in tasks])
-    res = evaluate_online(envs, tasks, pred, frames_episodes=1)
+    calls: list[tuple[int, int | None]] = []
+    res = evaluate_online(envs, tasks, pred, frames_episodes=1, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]  # one call per finished episode
     s = res.summary
     assert (s["success"]["k"], s["success"]["n"]) == (3, 4)
     assert [x["success"] for x in res.samples] == [True, True, False, True]

@@ -90,3 +90,14 @@ def test_cli_threshold_ties_choices_are_the_configs(three_models, tmp_path: Path
         flag = "--" + field.replace("_", "-")
         action = next(a for a in _parser()._actions if flag in a.option_strings)
         assert tuple(action.choices) == typing.get_args(MergeConfig.model_fields[field].annotation)
+
+
+def test_progress_counts_every_output_tensor_once(three_models, tmp_path: Path) -> None:
+    from venus_core.merge import MergeConfig, merge_checkpoints
+
+    bp, mps, _, _ = three_models
+    calls: list[tuple[int, int | None]] = []
+    report = merge_checkpoints(bp, mps, tmp_path / "out", MergeConfig(method="ties", weights=[0.5, 0.3, 0.2]),
+                               progress=lambda d, t: calls.append((d, t)))
+    n = len(report["tensors"])  # type: ignore[arg-type]
+    assert n > 1 and calls == [(k, n) for k in range(1, n + 1)]

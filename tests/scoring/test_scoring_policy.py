@@ -152,3 +152,11 @@ def test_rebuild_only_synthetic(tmp_path: Path, synth_records: list) -> None:
     assert not rebuildable(traj.to_steps()[0])  # one step of an episode cannot be regenerated alone
     with pytest.raises(ValueError, match="cannot rebuild"), DatasetWriter(tmp_path / "x") as w:
         rebuild(foreign, w)
+
+
+def test_progress_reports_each_chunk_against_the_manifest(tmp_path: Path, synth_dir: Path) -> None:
+    calls: list[tuple[int, int | None]] = []
+    judge = ScriptedJudge(lambda r, k: Judgement(8, 10, (), None, "scripted"))
+    report = score_dataset(synth_dir, tmp_path / "s", ScoringSpec(), judge, chunk_size=5,
+                           progress=lambda d, t: calls.append((d, t)))
+    assert report.read == 12 and calls == [(5, 12), (10, 12), (12, 12)]

@@ -18,7 +18,7 @@ Departure from the upstream harness: ScreenSpot-Pro's published score averages o
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -113,11 +113,13 @@ def evaluate_grounding(
     suite: str = "grounding",
     max_new_tokens: int = GROUNDING_MAX_NEW_TOKENS,
     chunk: int = CHUNK,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> EvalResult:
     """Run `predictor` on the grounding records of the dataset `data` (at most `limit`) and score them.
 
     Other record kinds in the dataset are counted in `settings['skipped_records']`; a dataset
-    without grounding records is an error naming it.
+    without grounding records is an error naming it. `progress(scored, planned)` is called after
+    each predictor batch; planned is the manifest's grounding count (capped by `limit`).
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
@@ -136,6 +138,8 @@ def evaluate_grounding(
         records = islice(records, limit)
     samples: list[dict[str, Any]] = []
     sources: Counter[str] = Counter()
+    planned = reader.manifest.counts_by_kind.get("grounding", 0)
+    planned = min(planned, limit) if limit is not None else planned
     for batch in _batches(records, chunk_size(predictor, chunk)):
         queries = [Query(r.id, reader.open_image(r.image), grounding_prompt(r.instruction)) for r in batch]
         answers = predictor.predict(queries, max_new_tokens)
@@ -144,6 +148,8 @@ def evaluate_grounding(
         for record, answer in zip(batch, answers, strict=True):
             sources[record.provenance.source] += 1
             samples.append(score_sample(sample_fields(record), answer))
+        if progress is not None:
+            progress(len(samples), planned)
     if not samples:
         raise ValueError(f"{data}: no grounding records to evaluate (found: {dict(skipped) or 'none'})")
     return EvalResult(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -143,8 +143,13 @@ def evaluate_nav_offline(
     suite: str = "nav_offline",
     max_new_tokens: int = NAV_MAX_NEW_TOKENS,
     chunk: int = CHUNK,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> EvalResult:
-    """Run `predictor` on every step of the navigation records of `data` and score them."""
+    """Run `predictor` on every step of the navigation records of `data` and score them.
+
+    `progress(steps scored, planned)` is called after each predictor batch; planned is known only
+    for a dataset of single steps (trajectories are unrolled as they are read), else None.
+    """
     if level not in ("high", "low"):
         raise ValueError(f"level must be 'high' or 'low', got {level!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -155,6 +160,10 @@ def evaluate_nav_offline(
     samples: list[dict[str, Any]] = []
     only_trajectories = True
     pending: list[NavigationStep] = []
+    kinds = reader.manifest.counts_by_kind
+    planned = None if kinds.get("trajectory") else kinds.get("navigation_step", 0)
+    if planned is not None and limit is not None:
+        planned = min(planned, limit)
 
     def flush() -> None:
         queries = [Query(s.id, reader.open_image(s.image), step_prompt(s, level)) for s in pending]
@@ -165,6 +174,8 @@ def evaluate_nav_offline(
             sources[step.provenance.source] += 1
             samples.append(score_step(step, answer, level))
         pending.clear()
+        if progress is not None:
+            progress(len(samples), planned)
 
     for step in _steps(reader, limit, skipped):
         only_trajectories = only_trajectories and "trajectory_id" in step.meta

@@ -21,7 +21,7 @@ beside published AndroidWorld numbers (the result carries no benchmark).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,11 +118,13 @@ def evaluate_online(
     target: str = "",
     max_new_tokens: int = ONLINE_MAX_NEW_TOKENS,
     frames_episodes: int = 3,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> EvalResult:
     """Run every task to its end on `envs` (lock step, one task per env at a time) and score it.
 
     Screens of the first `frames_episodes` episodes are kept (annotated, small JPEG data URLs)
     for the report's viewer. `target` names the environment / task set in the result.
+    `progress(episodes finished, tasks)` is called as each episode ends.
     """
     if not envs:
         raise ValueError("evaluate_online: no environments")
@@ -157,6 +159,8 @@ def evaluate_online(
             if ep.done:
                 finished[ep.index] = _result(ep, envs[slot])
                 del running[slot]
+                if progress is not None:
+                    progress(len(finished), len(tasks))
                 if queue:
                     start(slot)
     samples = [finished[i] for i in range(len(tasks))]

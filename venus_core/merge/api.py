@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
@@ -139,8 +139,11 @@ def _global_thresholds(engine: Engine, jobs: list[TensorJob], density: float,
 
 
 def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path | str,
-                      config: MergeConfig | None = None) -> dict[str, object]:
+                      config: MergeConfig | None = None, *,
+                      progress: Callable[[int, int | None], None] | None = None) -> dict[str, object]:
     """Merge `models` (fine-tunes of `base`) into `out`; returns the report also written there.
+
+    `progress(tensors written, tensors)` is called as each output tensor is complete.
 
     `out` must be empty or absent; a merge that fails (or is interrupted) removes what it wrote, so
     `out` never holds a partial checkpoint (an interpreter killed outright cannot: its output has
@@ -163,7 +166,7 @@ def merge_checkpoints(base: Path | str, models: Sequence[Path | str], out: Path 
     out_p.mkdir(parents=True, exist_ok=True)
 
     try:
-        return _merge(cfg, method, weights, base_p, model_ps, out_p, base_r, model_rs, jobs, tokenizer)
+        return _merge(cfg, method, weights, base_p, model_ps, out_p, base_r, model_rs, jobs, tokenizer, progress)
     except BaseException:
         _remove_partial(out_p, created)
         raise
@@ -188,7 +191,7 @@ def _remove_partial(out: Path, created: bool) -> None:
 
 def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p: Path, model_ps: list[Path],
            out_p: Path, base_r: CheckpointReader, model_rs: list[CheckpointReader], jobs: list[TensorJob],
-           tokenizer: dict[str, str]) -> dict[str, object]:
+           tokenizer: dict[str, str], progress: Callable[[int, int | None], None] | None) -> dict[str, object]:
     torch_threads = torch.get_num_threads()
     ties: TiePolicy = "index" if cfg.threshold_ties == "argsort" else cfg.threshold_ties
     engine = Engine(base_r, model_rs, method, weights, cfg.max_working_bytes, ties,
@@ -206,7 +209,7 @@ def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p:
     if freeze:
         gc.freeze()
     try:
-        return _merge_with(engine, cfg, method, base_p, model_ps, out_p, base_r, jobs, tokenizer)
+        return _merge_with(engine, cfg, method, base_p, model_ps, out_p, base_r, jobs, tokenizer, progress)
     finally:
         engine.close()
         torch.set_num_threads(torch_threads)
@@ -216,7 +219,7 @@ def _merge(cfg: MergeConfig, method: MergeMethod, weights: torch.Tensor, base_p:
 
 def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: Path, model_ps: list[Path],
                 out_p: Path, base_r: CheckpointReader, jobs: list[TensorJob],
-                tokenizer: dict[str, str]) -> dict[str, object]:
+                tokenizer: dict[str, str], progress: Callable[[int, int | None], None] | None) -> dict[str, object]:
     policy = {p: cfg.parts.get(p, PartPolicy()) for p in PARTS}
     density = {p: policy[p].density or cfg.density for p in PARTS}
     lam = {p: cfg.lambda_ if policy[p].lambda_ is None else policy[p].lambda_ for p in PARTS}
@@ -234,7 +237,8 @@ def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: P
     writer = ShardedWriter(out_p, [j.info for j in jobs], cfg.shard_bytes,
                            hash_thread=engine.fuses and engine.threads > 1)
     try:
-        stats = _write_tensors(engine, cfg, jobs, writer, policy, density, lam, shared, digests)
+        stats = _write_tensors(engine, cfg, jobs, writer, policy, density, lam, shared, digests,
+                               _Stats(len(jobs), progress))
         files = writer.finish()
     except BaseException:
         engine.close()  # the workers first: none may still write into a file that abort closes
@@ -258,9 +262,9 @@ def _merge_with(engine: Engine, cfg: MergeConfig, method: MergeMethod, base_p: P
 
 def _write_tensors(engine: Engine, cfg: MergeConfig, jobs: list[TensorJob], writer: ShardedWriter,
                    policy: dict[Part, PartPolicy], density: dict[Part, float], lam: dict[Part, float],
-                   shared: dict[Part, list[Threshold]], digests: dict[str, "hashlib._Hash"]) -> list[TensorStats]:
+                   shared: dict[Part, list[Threshold]], digests: dict[str, "hashlib._Hash"],
+                   stats: _Stats) -> list[TensorStats]:
     """Merge or copy every tensor, in plan order, into `writer`; the per-tensor statistics."""
-    stats: list[TensorStats] = []
 
     def prepare(i: int) -> "Future[TensorPlan] | None":
         if i >= len(jobs) or not jobs[i].is_float or policy[jobs[i].part].copy_base:
@@ -296,7 +300,20 @@ def _write_tensors(engine: Engine, cfg: MergeConfig, jobs: list[TensorJob], writ
             stats.append(engine.merge_tensor(j, writer, opt, density[j.part], shared.get(j.part), d, cur))
     if launched is not None:
         stats.append(engine.finish_fused(launched, writer))
-    return stats
+    return stats.done
+
+
+class _Stats:
+    """The per-tensor statistics in output order, reporting `progress(len, tensors)` as each comes."""
+
+    def __init__(self, tensors: int, progress: Callable[[int, int | None], None] | None) -> None:
+        self.done: list[TensorStats] = []
+        self.tensors, self.progress = tensors, progress
+
+    def append(self, s: TensorStats) -> None:
+        self.done.append(s)
+        if self.progress is not None:
+            self.progress(len(self.done), self.tensors)
 
 
 def _report(cfg: MergeConfig, base: Path, models: list[Path], stats: list[TensorStats],

@@ -22,7 +22,7 @@ they apply: proposal, rescore, low_reason, rebuild_score, reason (why discarded)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -211,10 +211,12 @@ def score_dataset(
     chunk_size: int = 64,
     max_failure_share: float = 0.05,
     overwrite: bool = True,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> ScoreReport:
     """Judge every record of dataset `src`; write out/dataset, out/decisions.jsonl, out/report.json
     and out/histogram.png. Raises when more than `max_failure_share` of the samples failed to judge
-    (an unreachable or broken judge must stop the pipeline, not empty the corpus)."""
+    (an unreachable or broken judge must stop the pipeline, not empty the corpus).
+    `progress(read, records)` is called after each chunk of `chunk_size` records."""
     src, out = Path(src), Path(out)
     reader = DatasetReader(src)
     out.mkdir(parents=True, exist_ok=True)
@@ -232,6 +234,8 @@ def score_dataset(
             scorer = _Scorer(spec, judge, reader, writer, scratch, decisions)
             for chunk in _chunks(iter(reader), chunk_size):
                 scorer.run_chunk(chunk)
+                if progress is not None:
+                    progress(scorer.report.read, reader.manifest.records)
         finally:
             scratch.abort()
         report = scorer.report

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -82,3 +82,32 @@ class JsonlTracker:
 
     def log_artifact(self, path: str | Path, name: str | None = None) -> None:
         self._write({"kind": "artifact", "path": str(path), "name": name})
+
+
+class ProgressTracker:
+    """Forwards every call to `inner` and reports optimizer steps as `progress(step, total)`.
+
+    Why a tracker: the trainers already log the step they are at (every `LOG_EVERY` steps and at
+    the last one), so a command can follow a training run — `venus bootstrap` over its stages,
+    whose step numbers run on across stages — without the trainer knowing about progress bars.
+    `progress` sees the highest step logged so far, never a smaller one (an eval logged at the
+    same step as the loss reports nothing new).
+    """
+
+    def __init__(self, inner: Tracker, progress: Callable[[int, int | None], None], total: int | None) -> None:
+        if total is not None and total < 0:
+            raise ValueError(f"ProgressTracker: total must be >= 0 steps, got {total}")
+        self.inner, self.progress, self.total = inner, progress, total
+        self.step = 0
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        self.inner.log_params(params)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        self.inner.log_metrics(metrics, step)
+        if step > self.step:
+            self.step = step
+            self.progress(step, self.total)
+
+    def log_artifact(self, path: str | Path, name: str | None = None) -> None:
+        self.inner.log_artifact(path, name)

@@ -66,3 +66,12 @@ def test_import_errors_exit_nonzero(src: Path, tmp_path: Path, h: Any) -> None:
     res = runner.invoke(_app(), ["import", "-f", "screenspot-v2", str(src), "-o", str(tmp_path / "o"),
                                  "--overwrite"])
     assert res.exit_code == 0, res.output
+
+
+def test_progress_counts_source_records_read(src: Path, tmp_path: Path, h: Any) -> None:
+    from venus_core.data.importers import run_import
+
+    _source(src, h)
+    calls: list[tuple[int, int | None]] = []
+    report = run_import("screenspot-v2", src, tmp_path / "out", progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, None), (2, None)] and report.read == 2 == report.imported + report.quarantined

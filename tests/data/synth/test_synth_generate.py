@@ -105,3 +105,9 @@ def test_bad_arguments(tmp_path: Path) -> None:
         synthesize("pictures", 1, 0, 0, tmp_path / "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown level"):
         synthesize("grounding", 1, 9, 0, tmp_path / "x")
+
+
+def test_progress_counts_every_record_of_every_domain(tmp_path: Path) -> None:
+    calls: list[tuple[int, int | None]] = []
+    m = synthesize("mixture", 12, 0, 5, tmp_path / "m", progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(k, 12) for k in range(1, 13)] and m.records == 12 and len(m.counts_by_domain) > 1

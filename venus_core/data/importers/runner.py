@@ -33,6 +33,7 @@ import secrets
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -183,8 +184,13 @@ def run_import(
     options: dict[str, str] | None = None,
     resume: bool = False,
     overwrite: bool = False,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> ImportReport:
-    """Import the source directory `src` in format `fmt` into the dataset directory `out`."""
+    """Import the source directory `src` in format `fmt` into the dataset directory `out`.
+
+    `progress(read, None)` is called after each source record (imported or quarantined; carried
+    over ones included): the total is not known before the importer's scan ends.
+    """
     importer: Importer = IMPORTERS.get(fmt)
     opts = importer.check_options(options or {})
     root = SourceRoot(src)
@@ -217,6 +223,8 @@ def run_import(
                     if cand.source_id in run.done:
                         continue
                     run.process(cand)
+                    if progress is not None:
+                        progress(run.read, None)
             finally:
                 run.close_files()
             if run.imported + run.quarantined != run.read:  # a bug, never a data problem

@@ -14,6 +14,7 @@ name an element taken from another screen that is verified absent from this one.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -203,7 +204,8 @@ def qa_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, se
 
 
 def _write(writer: DatasetWriter, domain: str, n: int, level: int, seed: int, platform: str,
-           size: tuple[int, int] | None, refusal_share: float) -> None:
+           size: tuple[int, int] | None, refusal_share: float, advance: Callable[[], None]) -> None:
+    """Write the `n` records of `domain`, calling `advance()` after each."""
     for i in range(n):
         rng = random.Random(f"{seed}:{domain}:{level}:{i}")
         c = _Ctx(rng, level, platform, size)
@@ -213,6 +215,7 @@ def _write(writer: DatasetWriter, domain: str, n: int, level: int, seed: int, pl
             writer.write(trajectory(rng, level, c, writer, seed, i))
         else:
             writer.write(qa_sample(rng, level, c, writer, seed, i, domain))  # type: ignore[arg-type]
+        advance()
 
 
 SYNTH_EPOCH = "1970-01-01T00:00:00+00:00"
@@ -223,7 +226,8 @@ byte-identical dataset, manifest included."""
 def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *,
                platform: Literal["mobile", "web", "both"] = "both",
                size: tuple[int, int] | None = None, overwrite: bool = False,
-               refusal_share: float = REFUSAL_SHARE) -> Manifest:
+               refusal_share: float = REFUSAL_SHARE,
+               progress: Callable[[int, int | None], None] | None = None) -> Manifest:
     """Write `n` synthetic records of `kind` at curriculum `level` to the dataset `out_dir`.
 
     `vqa` splits n between perception and VQA questions in the mixture's proportion; `mixture`
@@ -231,7 +235,7 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
     whole `Trajectory` records (use `Trajectory.to_steps` for per-step samples). `size` overrides
     the level's default image size (width, height). `refusal_share` is the chance that a grounding
     sample names an element absent from its screen (answer `[-1,-1]`); the default keeps the
-    records of earlier versions byte-identical.
+    records of earlier versions byte-identical. `progress(written, n)` is called after each record.
     """
     if kind not in KINDS:
         raise ValueError(f"synthesize: unknown kind {kind!r}; known: {', '.join(KINDS)}")
@@ -253,8 +257,16 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
     with DatasetWriter(out_dir, sources=["synth"], overwrite=overwrite,
                        created_by=f"{GENERATOR}.synthesize({kind}, level={level}, seed={seed})",
                        created_at=SYNTH_EPOCH) as writer:
+        written = 0
+
+        def advance() -> None:
+            nonlocal written
+            written += 1
+            if progress is not None:
+                progress(written, n)
+
         for domain, k in counts.items():
-            _write(writer, domain, k, level, seed, platform, size, refusal_share)
+            _write(writer, domain, k, level, seed, platform, size, refusal_share, advance)
         manifest = writer.close()
     return manifest
 
