@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from venus_core.cli._common import SET_HELP, fail, out_console
+from venus_core.cli.progress import progress_bar
 
 eval_app = typer.Typer(help="Evaluate models: grounding, offline and online navigation, HTML reports.",
                        no_args_is_help=True)
@@ -60,14 +61,18 @@ def _run(kind: str, model: str, data: Path | str | None, limit: int | None, batc
             require_manifest=False)  # a directory the user names: SHA256SUMS checked when present
         if kind == "online":
             suite = "online"
-            res = _online(predictor, str(data) if data else None, limit, **extra)
+            with progress_bar(f"eval online {predictor.name}", "episodes") as progress:
+                res = _online(predictor, str(data) if data else None, limit, progress=progress, **extra)
         else:
             from venus_core.eval.grounding import evaluate_grounding
             from venus_core.eval.navigation import evaluate_nav_offline
 
             suite = Path(str(data)).name
             evaluate = evaluate_grounding if kind == "grounding" else evaluate_nav_offline
-            res = evaluate(data, predictor, limit=limit, suite=suite, **kwargs, **extra)  # type: ignore[arg-type]
+            unit = "samples" if kind == "grounding" else "steps"
+            with progress_bar(f"eval {kind} {predictor.name}", unit) as progress:
+                res = evaluate(data, predictor, limit=limit, suite=suite, progress=progress,  # type: ignore[arg-type]
+                               **kwargs, **extra)
     except (ValueError, OSError, RuntimeError) as exc:
         fail(str(exc))
     res.label = predictor.name

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from venus_core.cli._common import err_console, fail, out_console
+from venus_core.cli.progress import progress_bar
 
 
 def _options(pairs: list[str]) -> dict[str, str]:
@@ -49,8 +50,9 @@ def import_cmd(
     if out is None:
         fail("--out/-o DIR is required")
     try:
-        report = run_import(fmt, src, out, options=_options(option or []), resume=resume,
-                            overwrite=overwrite)
+        with progress_bar(f"import {fmt}", "records") as progress:
+            report = run_import(fmt, src, out, options=_options(option or []), resume=resume,
+                                overwrite=overwrite, progress=progress)
     except (RegistryError, ValueError, OSError) as exc:
         fail(str(exc), code=1)
     if as_json:

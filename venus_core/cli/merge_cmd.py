@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
     def merge(ctx: typer.Context) -> None:
         """Merge fine-tuned checkpoints into one (TIES, linear, task arithmetic); see --help."""
         args = _parser().parse_args(ctx.args)
+        from venus_core.cli.progress import progress_bar
         from venus_core.merge import MergeConfig, merge_checkpoints
 
         parts: dict[str, dict[str, object]] = {p: {"copy_base": True} for p in args.copy_part}
@@ -99,7 +100,8 @@ def register(app: typer.Typer) -> None:
             t0 = time.perf_counter()
             # every input is verified as it is opened (merge.io.CheckpointReader): no pickle, SHA256SUMS
             # checked when present, safetensors headers and index validated
-            report = merge_checkpoints(args.base, args.models, args.out, cfg)
+            with progress_bar(f"merge {args.method}", "tensors") as progress:
+                report = merge_checkpoints(args.base, args.models, args.out, cfg, progress=progress)
             seconds = time.perf_counter() - t0
         except (ValueError, FileExistsError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from venus_core.cli._common import SET_HELP, fail, out_console
+from venus_core.cli.progress import progress_bar
 
 SpecOpt = Annotated[Path | None, typer.Option("--spec", help="agent spec (default: the built-in defaults)")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)]
@@ -60,7 +61,8 @@ def score_cmd(
             agent.scoring, open_image=reader.open_image, cache_path=cache or out / "judge_cache.sqlite"
         )
         try:
-            report = score_dataset(src, out, agent.scoring, judge)
+            with progress_bar(f"score {src.name}", "records") as progress:
+                report = score_dataset(src, out, agent.scoring, judge, progress=progress)
         finally:
             judge.close()
     except (ValueError, RuntimeError, OSError) as exc:

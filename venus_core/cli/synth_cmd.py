@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from venus_core.cli._common import fail, out_console
+from venus_core.cli.progress import progress_bar
 
 def _levels_help() -> str:
     from venus_core.data.synth import LEVELS
@@ -35,7 +36,9 @@ def synth(
         fail(f"--level {level}: known levels are {sorted(LEVELS)}")
     t0 = time.perf_counter()
     try:
-        manifest = synthesize(kind, n, level, seed, output, platform=platform)  # type: ignore[arg-type]
+        with progress_bar(f"synth {kind} level {level}", "records") as progress:
+            manifest = synthesize(kind, n, level, seed, output, platform=platform,  # type: ignore[arg-type]
+                                  progress=progress)
     except (FileExistsError, ValueError) as exc:
         fail(str(exc))
     dt = time.perf_counter() - t0

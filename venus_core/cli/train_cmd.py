@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from venus_core.cli._common import SET_HELP, fail, out_console
+from venus_core.cli.progress import progress_bar
 
 
 def bootstrap_cmd(
@@ -27,7 +28,7 @@ def bootstrap_cmd(
 
     from venus_core.config import SpecError, load_spec
     from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, scaled, with_steps
-    from venus_core.train.tracker import JsonlTracker
+    from venus_core.train.tracker import JsonlTracker, ProgressTracker, Tracker
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     try:
@@ -35,9 +36,12 @@ def bootstrap_cmd(
         if steps:
             stages = with_steps(stages, [int(x) for x in steps.split(",")])
         agent = load_spec(str(spec), overrides or [])
-        report = bootstrap(output, agent, work_dir=work or output.with_name(output.name + ".work"),
-                           stages=stages, eval_limit=eval_limit,
-                           init_checkpoint=init, tracker=JsonlTracker(output.with_name(output.name + ".metrics.jsonl")))
+        with progress_bar(f"bootstrap {len(stages)} stages", "steps") as progress:
+            tracker: Tracker = JsonlTracker(output.with_name(output.name + ".metrics.jsonl"))
+            if progress is not None:  # the stages' step numbers run on: one bar over all of them
+                tracker = ProgressTracker(tracker, progress, sum(st.steps for st in stages))
+            report = bootstrap(output, agent, work_dir=work or output.with_name(output.name + ".work"),
+                               stages=stages, eval_limit=eval_limit, init_checkpoint=init, tracker=tracker)
     except (FileExistsError, FileNotFoundError, ValueError, SpecError) as exc:
         fail(str(exc))
     for st in report["stages"]:
