@@ -30,7 +30,7 @@ from typing import Any, List
 from kfp import dsl
 
 import components
-from pipelines.k8s import apply_platform
+from pipelines.k8s import apply_platform, pipeline_root
 from venus_core.config import AgentSpec, spec_to_dict
 from venus_core.config.spec import RL_DOMAINS
 from venus_core.config.stages import stage_display_name
@@ -113,7 +113,7 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
     rl = spec.offline_rl
     description = spec.description or f"Venus GUI agent {spec.name}"
 
-    @dsl.pipeline(name=spec.name, description=description)
+    @dsl.pipeline(name=spec.name, description=description, pipeline_root=pipeline_root(spec))
     def gui_agent(
         agent_spec: str = spec_text(spec),
         overrides: List[str] = [],  # noqa: B006 - a KFP parameter default, never mutated

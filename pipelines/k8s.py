@@ -14,6 +14,10 @@ the storage Secret when artifacts live in S3 / MinIO, the tracking Secret when t
 The online_rl pods of a spec with a rollout server carry the label `venus.dev/rollout-client: "true"`:
 the rollout servers' dev-mode weight routes are unauthenticated, and their NetworkPolicy
 (manifests/overlays/gpu-cluster/vllm-rollout.yaml) admits only pods with that label.
+Two settings are the pipeline's, not a task's: the pipeline root (`pipeline_root`, the spec's
+`s3://` artifact store, so that the tasks' outputs land in MinIO rather than KFP's default store)
+and the ServiceAccount, which the IR cannot carry and `venus submit` sets on the run
+(pipelines/submit.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ RUN_ID_FIELD = "metadata.labels['pipeline/runid']"  # set on every pod of a run 
 
 def uses_object_store(spec: AgentSpec) -> bool:
     return spec.platform.artifact_store.startswith("s3://") or spec.platform.s3_endpoint is not None
+
+
+def pipeline_root(spec: AgentSpec) -> str | None:
+    """Where the KFP backend stores the tasks' outputs: the spec's `s3://` artifact store (MinIO),
+    or None (KFP's default store) for a `file://` one, which no cluster pod can reach. `kfp.local`
+    ignores it and keeps using its own root under the run directory."""
+    store = spec.platform.artifact_store
+    return store.rstrip("/") if store.startswith("s3://") else None
 
 
 def apply_resources(task: Any, res: ResourceSpec) -> None:

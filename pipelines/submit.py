@@ -4,7 +4,9 @@ Why upload a version first instead of `create_run_from_pipeline_package`: a run 
 inline package leaves nothing behind in the Pipelines page; uploading makes the pipeline (named
 after the agent) and one version per submission (named by spec hash and time) that the UI lists,
 diffs and can re-run. The run then references that version, in the requested experiment
-(default: `platform.experiment`), in the spec's namespace.
+(default: `platform.experiment`), in the spec's namespace, as `platform.service_account` when the spec
+names one: the IR has no place for a service account (kfp-kubernetes sets per-task pod settings,
+not the identity), so it is a setting of the run, as in the Kubeflow UI's *Create run* form.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def submit(agent: str | Path, host: str, *, experiment: str | None = None, overr
                                                  pipeline_id=pipeline_id)
     exp = client.create_experiment(experiment or spec.platform.experiment, namespace=spec.platform.namespace)
     run = client.run_pipeline(exp.experiment_id, run_name or f"{spec.name} {stamp}",
-                              pipeline_id=pipeline_id, version_id=version.pipeline_version_id)
+                              pipeline_id=pipeline_id, version_id=version.pipeline_version_id,
+                              service_account=spec.platform.service_account)
     url = f"{host.rstrip('/')}/#/runs/details/{run.run_id}"
     return Submission(run_id=run.run_id, url=url, pipeline_id=pipeline_id,
                       version_id=version.pipeline_version_id, experiment_id=exp.experiment_id)

@@ -92,6 +92,7 @@ def test_unknown_registered_name_lists_known_ones(tmp_path: Path) -> None:
         ("data:\n  sources: [{name: x, kind: dataset, uri: /d, format: nope}]\n", "unknown format 'nope'"),
         ("merge: {weights: {grounding: 1, desktop: 1}}\n", "unknown specialist"),
         ("model: {min_pixels: 10, max_pixels: 5}\n", "min_pixels"),
+        ("platform: {service_account: Venus_Pipeline}\n", "platform.service_account: String should match"),
         ("- a\n- b\n", "must be a YAML mapping"),
         ("a: [\n", "not valid YAML"),
     ],

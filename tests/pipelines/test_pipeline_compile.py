@@ -245,3 +245,11 @@ def test_components_are_lightweight_on_the_given_image() -> None:
         online.pipeline_spec.deployment_spec["executors"]["exec-online-rl"]["container"]["command"])
     with pytest.raises(KeyError, match="no component for job 'nope'"):
         components.component("nope", "x")
+
+
+def test_the_pipeline_root_is_the_specs_s3_artifact_store(compiled: dict[str, tuple[str, dict[str, Any]]],
+                                                          tmp_path: Path) -> None:
+    assert compiled["ui-venus-1.5-8b"][1]["defaultPipelineRoot"] == "s3://venus-artifacts/ui-venus-1.5-8b"
+    assert "defaultPipelineRoot" not in compiled["venus-tiny"][1]  # file://: KFP's default store (kfp.local: its own)
+    spec = load_spec(ROOT / "agents" / "venus-tiny", ["platform.artifact_store=s3://bucket/prefix/"])
+    assert _compile(spec, tmp_path)["defaultPipelineRoot"] == "s3://bucket/prefix"

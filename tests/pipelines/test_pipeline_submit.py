@@ -38,6 +38,14 @@ def test_submit_uploads_a_version_and_starts_a_run_in_the_experiment() -> None:
     assert run["experiment_id"] == first.experiment_id
     assert state.experiments["tuning"]["namespace"] == "venus"
     assert first.url == f"{fake.url}/#/runs/details/{first.run_id}"
+    assert run.get("service_account") is None  # the tiny spec names none: the namespace's default
+
+
+def test_the_run_uses_the_specs_service_account() -> None:
+    with FakeKfpServer() as fake:
+        submit(TINY, fake.url, overrides=["platform.service_account=venus-pipeline"])
+        run = fake.state.runs[0]
+    assert run["service_account"] == "venus-pipeline"  # the IR cannot carry it: a setting of the run
 
 
 def test_venus_submit_prints_the_run_url_and_names_a_missing_host() -> None:

@@ -37,6 +37,7 @@ GRANTS: dict[str, dict[tuple[str, str], set[str]]] = {
         ("", "persistentvolumeclaims"): CRUD - {"patch"},
         ("", "configmaps"): READ,
         ("", "secrets:venus-minio,venus-mlflow"): {"get"},  # the two client credentials only
+        ("argoproj.io", "workflowtaskresults"): {"create", "patch"},  # Argo's executor, as the run's account
     },
 }
 DANGEROUS_VERBS = {"*", "escalate", "bind", "impersonate"}

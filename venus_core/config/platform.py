@@ -55,6 +55,9 @@ class PlatformSpec(Section):
     storage_secret: str = Field("venus-minio", description="Kubernetes Secret with MinIO credentials")
     tracking_secret: str | None = Field(None, description="Kubernetes Secret with MLflow credentials, if any")
     namespace: str = Field("venus", description="Kubernetes namespace of the pipeline")
+    service_account: str | None = Field(
+        None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=253,
+        description="ServiceAccount the run's pods use, set on the run by `venus submit` (none: the namespace's default)")
     kfp_host: str | None = Field(None, description="Kubeflow Pipelines API URL for `venus submit`")
     checkpoints_pvc: str | None = Field(None, description="PVC mounted at /checkpoints in training pods")
     images: ImagesSpec = Field(default_factory=ImagesSpec, description="container images (names or digests)")
