@@ -16,7 +16,7 @@ def bootstrap_cmd(
     spec: Annotated[Path, typer.Option("--spec", help="agent spec whose model.tiny / mid_train settings are used")] = Path("agents/venus-tiny"),
     work: Annotated[Path | None, typer.Option("--work", help="scratch directory for data and stage checkpoints (default: OUT.work)")] = None,
     scale: Annotated[float, typer.Option("--scale", min=0.0001, help="multiply every stage's steps (and data, up to 1)")] = 1.0,
-    steps: Annotated[str | None, typer.Option("--steps", help="comma-separated optimizer steps per stage, e.g. 2400,600,4000,150,4000,150,150; 0 skips a stage; data sizes stay those of --scale, so watch passes_over_data in the report")] = None,
+    steps: Annotated[str | None, typer.Option("--steps", help="comma-separated optimizer steps per stage, e.g. 2400,600,4000,2000,600; 0 skips a stage; data sizes stay those of --scale, so watch passes_over_data in the report")] = None,
     init: Annotated[Path | None, typer.Option("--init", help="continue from a stage checkpoint (WORK/ckpt-K/step-N) instead of random init")] = None,
     eval_limit: Annotated[int, typer.Option("--eval-limit", min=1, help="held-out samples per domain per stage")] = 100,
     overrides: Annotated[list[str] | None, typer.Option("--set", "-s", help=SET_HELP + " (e.g. model.tiny.hidden_size=256)")] = None,
