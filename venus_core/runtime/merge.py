@@ -112,13 +112,14 @@ def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[
         t0 = time.perf_counter()
         report = merge_checkpoints(base, dirs, target, cfg)
         seconds = time.perf_counter() - t0
-        results[method] = {"path": str(target), "seconds": round(seconds, 3), "report": report}
-        metrics = {f"{method}/seconds": seconds}
+        metrics = {"seconds": seconds}
         for part, stats in report["parts"].items():  # type: ignore[union-attr]
             dens = stats["achieved_density"]
-            metrics[f"{method}/{part}/achieved_density"] = sum(dens) / len(dens)
-            metrics[f"{method}/{part}/sign_conflict_rate"] = stats["sign_conflict_rate"]
-        tracker.log_metrics(metrics, step=0)
+            metrics[f"{part}/achieved_density"] = sum(dens) / len(dens)
+            metrics[f"{part}/sign_conflict_rate"] = stats["sign_conflict_rate"]
+        # `metrics` is what the merge component copies into its Kubeflow Metrics artifact
+        results[method] = {"path": str(target), "seconds": round(seconds, 3), "metrics": metrics, "report": report}
+        tracker.log_metrics({f"{method}/{k}": v for k, v in metrics.items()}, step=0)
     out_report = {
         "published": spec.merge.method,
         "specialists": dict(zip(names, map(str, dirs), strict=True)),

@@ -23,6 +23,7 @@ from typing import Any
 from venus_core.config.spec import DataSourceSpec
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import job_tracking
+from venus_core.scoring.report import DECISIONS
 
 REMOTE_SCHEMES = ("s3://",)
 
@@ -91,8 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if remote is not None:
                 item["fetched_from"] = remote["uri"]
         report = {**prov, **summary, "fetched": fetched, "wall_s": round(time.perf_counter() - t0, 1)}
+        report["metrics"] = _metrics(report)  # what the score_data component copies into its Metrics artifact
         write_json_atomic(out / "report.json", report)
-        tracker.log_metrics(_metrics(report), step=0)
+        tracker.log_metrics(report["metrics"], step=0)
         tracker.log_artifact(out / "report.json", "report.json")
         tracker.record_provenance(prov)
     return 0
@@ -102,6 +104,10 @@ def _metrics(report: dict[str, Any]) -> dict[str, float]:
     mixture = report.get("mixture") or {}
     out = {f"mixture_{split}_records": float(mixture[split]) for split in ("train", "validation") if split in mixture}
     out.update({f"selected_{d}": float(n) for d, n in (mixture.get("selected_by_domain") or {}).items()})
+    scored = (report.get("scoring") or {}).values()
+    if scored:  # judge decisions summed over the sources (scoring.enabled)
+        for decision in DECISIONS:
+            out[f"judge_{decision}"] = float(sum(s["decisions"][decision] for s in scored))
     out["wall_s"] = float(report["wall_s"])
     return out
 
