@@ -23,15 +23,31 @@ def evaluate(
     mobile_offline: Optional[Input[Model]] = None,
     web_offline: Optional[Input[Model]] = None,
 ) -> None:
-    """Evaluate every checkpoint of the run stage by stage (mid-trained, each specialist, merged) on
-    the spec's fixed held-out suites (eval.held_out_suites: grounding by level with refusals and
-    navigation steps, from seeds no stage trains on) and eval.suites; only when neither gives a
-    suite (`use_spec_suites` false), on the scored mixture's validation split (held out by
+    """Evaluate every checkpoint of the run stage by stage: mid-trained, each specialist, merged.
+
+    Suites: the spec's fixed held-out suites (eval.held_out_suites: grounding by level with
+    refusals and navigation steps, from seeds no stage trains on) and eval.suites; only when neither
+    gives a suite (`use_spec_suites` false), the scored mixture's validation split (held out by
     episode) as two suites: grounding and goal-only offline navigation.
-    `report` is the HTML report (stage-by-stage table with k/n and intervals, per-category rates,
-    sample viewer); `results` holds the per-sample JSONs, summary.json, comparison.json and
-    provenance.json; `metrics` gets each model's headline rate per suite with its n and interval.
-    `limit` 0 means every sample.
+
+    Args:
+        agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
+        overrides: Spec overrides as key=value, applied after the spec.
+        mid: The mid-trained checkpoint.
+        merged: The merged checkpoint.
+        use_spec_suites: True when the spec names suites; false evaluates on the validation split of data.
+        limit: Samples or episodes per suite; 0 means every one.
+        data: The scored corpus from score_data; passed only when use_spec_suites is false.
+        grounding: The grounding specialist, when enabled.
+        mobile: The mobile specialist (after online RL when enabled), when enabled.
+        web: The web specialist (after online RL when enabled), when enabled.
+        mobile_offline: The mobile specialist before online RL, when online RL runs.
+        web_offline: The web specialist before online RL, when online RL runs.
+
+    Returns:
+        results: Per-sample JSONs, summary.json, comparison.json and provenance.json.
+        report: The HTML report: stage-by-stage table with k/n and intervals, per-category rates, sample viewer.
+        metrics: Each model's headline rate per suite, with its n and 95 % interval.
     """
     import json
     import os

@@ -18,9 +18,23 @@ def merge(
     mobile: Optional[Input[Model]] = None,
     web: Optional[Input[Model]] = None,
 ) -> None:
-    """Merge the grounding, mobile and web specialists into one model (UI-Venus-1.5 stage 4: TIES
-    merge of task vectors relative to the mid-trained base, streaming over safetensors shards).
-    `model/model` is the merged checkpoint; report.json has per-part density and sign conflicts.
+    """Merge the specialists into one model: TIES merge of task vectors relative to the mid-trained base (UI-Venus-1.5 stage 4).
+
+    Streams over safetensors shards; report.json has per-part density and sign conflicts.
+
+    Args:
+        agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
+        overrides: Spec overrides as key=value, applied after method and density.
+        base: The mid-trained checkpoint the task vectors are taken against.
+        method: Merge method (merge.method): ties, linear or task_arithmetic.
+        density: Share of each task vector kept by magnitude before merging (merge.density, TIES).
+        grounding: The grounding specialist, when that domain is enabled.
+        mobile: The mobile specialist (after online RL when enabled), when that domain is enabled.
+        web: The web specialist (after online RL when enabled), when that domain is enabled.
+
+    Returns:
+        model: The merged HF checkpoint in model/, with report.json.
+        metrics: Seconds, and per part the achieved density and sign-conflict rate of the published method.
     """
     import json
     import os
@@ -43,4 +57,5 @@ def merge(
         raise RuntimeError(f"merge failed with exit status {rc}")
     with open(os.path.join(model.path, "report.json"), encoding="utf-8") as f:
         report = json.load(f)
-    metrics.log_metric("seconds", float(report["methods"][report["published"]]["seconds"]))
+    for name, value in report["methods"][report["published"]]["metrics"].items():
+        metrics.log_metric(name, float(value))

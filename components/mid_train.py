@@ -15,9 +15,20 @@ def mid_train(
     model: Output[Model],
     metrics: Output[Metrics],
 ) -> None:
-    """Mid-train the base model (UI-Venus-1.5 stage 1: SFT on perception, GUI-VQA, grounding and
-    navigation in the spec's ratios) on the scored mixture's train split. `model/model` is the HF
-    checkpoint; report.json holds held-out rates before and after with 95 % intervals.
+    """Mid-train the base model: SFT on the scored mixture's train split (UI-Venus-1.5 stage 1).
+
+    Perception, GUI-VQA, grounding and navigation in the spec's ratios.
+
+    Args:
+        agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
+        overrides: Spec overrides as key=value, applied after lr and max_steps.
+        data: The scored corpus from score_data; training reads mixture/train.
+        lr: Peak learning rate (mid_train.lr).
+        max_steps: Optimizer steps (mid_train.max_steps).
+
+    Returns:
+        model: The HF checkpoint in model/, with report.json (held-out rates before and after, 95 % intervals).
+        metrics: Held-out rates after training, optimizer steps, wall seconds.
     """
     import json
     import os

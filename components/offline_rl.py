@@ -18,10 +18,26 @@ def offline_rl(
     model: Output[Model],
     metrics: Output[Metrics],
 ) -> None:
-    """Offline GRPO for one domain (UI-Venus-1.5 stage 2) from the mid-trained checkpoint, on the
-    scored sources named in offline_rl.<domain>.sources (minus the mixture's validation split), or
-    on the scored mixture's train split when none are named: grounding (point-in-box reward) or mobile / web navigation
-    (action reward, history alignment, sparse-action enhancement). `model/model` is the specialist.
+    """Offline GRPO of one specialist (grounding, mobile or web) from the mid-trained checkpoint (UI-Venus-1.5 stage 2).
+
+    Trains on the scored sources named in offline_rl.<domain>.sources (minus the mixture's
+    validation split), or on the scored mixture's train split when none are named: grounding with
+    the point-in-box reward, mobile / web navigation with the action reward, history alignment and
+    sparse-action enhancement.
+
+    Args:
+        agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
+        overrides: Spec overrides as key=value, applied after lr, max_steps and kl_coef.
+        domain: The specialist: grounding, mobile or web.
+        base: The mid-trained checkpoint the specialist starts from and is held near (KL reference).
+        data: The scored corpus from score_data.
+        lr: Learning rate (offline_rl.<domain>.lr).
+        max_steps: GRPO steps (offline_rl.<domain>.max_steps).
+        kl_coef: KL penalty towards the mid-trained reference (offline_rl.<domain>.kl_coef).
+
+    Returns:
+        model: The specialist's HF checkpoint in model/, with report.json.
+        metrics: Held-out rates after training, training seconds.
     """
     import json
     import os

@@ -14,11 +14,21 @@ def online_rl(
     model: Output[Model],
     metrics: Output[Metrics],
 ) -> None:
-    """Online RL (UI-Venus-1.5 stage 3) of the mobile or web specialist: G full trajectories per
-    task on live environments (simulated phones leased through the device gateway over ADB, or
-    MiniWoB++ pages in headless Chromium), trajectory-level GRPO with the adaptive KL reference and
-    the annealed entropy bonus. Held-out tasks are played before and after; `model/model` is the
-    specialist that goes on to the merge.
+    """Online RL of the mobile or web specialist on live environments (UI-Venus-1.5 stage 3).
+
+    G full trajectories per task on simulated phones leased through the device gateway over ADB,
+    or MiniWoB++ pages in headless Chromium; trajectory-level GRPO with the adaptive KL reference
+    and the annealed entropy bonus. Held-out tasks are played before and after training.
+
+    Args:
+        agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
+        overrides: Spec overrides as key=value (online_rl.* here), applied after the spec.
+        domain: The navigation specialist: mobile or web.
+        base: The offline RL specialist of that domain.
+
+    Returns:
+        model: The specialist after online RL (HF checkpoint in model/), which goes on to the merge.
+        metrics: Held-out task success before and after, training seconds, devices that failed.
     """
     import json
     import os

@@ -7,10 +7,18 @@ from kfp.dsl import Dataset, Metrics, Output
 
 
 def score_data(agent_spec: str, overrides: List[str], data: Output[Dataset], metrics: Output[Metrics]) -> None:
-    """Score the training data (UI-Venus-1.5 data stage): materialise the spec's sources, validate,
-    clean, judge each record (keep / rewrite / rebuild / discard) and mix the domains in the
-    spec's ratios. `data` holds cleaned/, scored/ and mixture/{train,validation}; report.json has
-    the bucket table and provenance.
+    """Score the training data: the spec's sources become one validated, cleaned, judged, mixed corpus.
+
+    UI-Venus-1.5 data stage: materialise the spec's sources, validate, clean, judge each record
+    (keep / rewrite / rebuild / discard) and mix the domains in the spec's ratios.
+
+    Args:
+        agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
+        overrides: Spec overrides as key=value, applied after the spec.
+
+    Returns:
+        data: The corpus: cleaned/, scored/ and mixture/{train,validation}; report.json has the bucket table and provenance.
+        metrics: Mixture records per split, records selected per domain, judge decisions, wall seconds.
     """
     import json
     import os
@@ -29,8 +37,5 @@ def score_data(agent_spec: str, overrides: List[str], data: Output[Dataset], met
         raise RuntimeError(f"score_data failed with exit status {rc}")
     with open(os.path.join(data.path, "report.json"), encoding="utf-8") as f:
         report = json.load(f)
-    for split in ("train", "validation"):
-        metrics.log_metric(f"mixture_{split}_records", float(report["mixture"][split]))
-    for domain, count in report["mixture"]["selected_by_domain"].items():
-        metrics.log_metric(f"selected_{domain}", float(count))
-    metrics.log_metric("wall_s", float(report["wall_s"]))
+    for name, value in report["metrics"].items():
+        metrics.log_metric(name, float(value))

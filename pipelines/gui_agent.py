@@ -59,6 +59,23 @@ def spec_text(spec: AgentSpec) -> str:
     return json.dumps(spec_to_dict(spec), ensure_ascii=True, separators=(",", ":"))
 
 
+def pipeline_stages(spec: AgentSpec) -> list[str]:
+    """The stages `build_pipeline(spec)` runs, in order (online_rl only when enabled with a navigation domain)."""
+    online = spec.online_rl.enabled and any(getattr(spec.offline_rl, d).enabled for d in ONLINE_RL_DOMAINS)
+    return ["score_data", "mid_train", "offline_rl", *(["online_rl"] if online else []), "merge", "evaluate"]
+
+
+def pipeline_description(spec: AgentSpec) -> str:
+    """The pipeline's description: the spec's, then one line per stage with its component's summary.
+
+    The stage lines are there because the IR has no field for a component's description (kfp
+    keeps a component docstring's Args / Returns as input / output descriptions, and drops its
+    summary); the pipeline description is the one the Kubeflow UI shows.
+    """
+    lines = [f"- {stage}: {components.summary(stage)}" for stage in pipeline_stages(spec)]
+    return "\n".join([spec.description or f"Venus GUI agent {spec.name}", "", "Stages:", *lines])
+
+
 class _Stages:
     """Components on their images, and the per-task settings every task gets."""
 
@@ -111,9 +128,8 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
         raise PipelineError("offline_rl: every domain is disabled; enable at least one of "
                             f"{', '.join(RL_DOMAINS)}")
     rl = spec.offline_rl
-    description = spec.description or f"Venus GUI agent {spec.name}"
 
-    @dsl.pipeline(name=spec.name, description=description, pipeline_root=pipeline_root(spec))
+    @dsl.pipeline(name=spec.name, description=pipeline_description(spec), pipeline_root=pipeline_root(spec))
     def gui_agent(
         agent_spec: str = spec_text(spec),
         overrides: List[str] = [],  # noqa: B006 - a KFP parameter default, never mutated
@@ -132,6 +148,26 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
         merge_density: float = spec.merge.density,
         eval_limit: int = 0,
     ) -> None:
+        """The GUI-agent pipeline of one agent spec.
+
+        Args:
+            agent_spec: The resolved agent spec as one line of JSON; every stage reads its section.
+            overrides: Spec overrides as key=value (e.g. online_rl.steps=8), applied last by every stage.
+            mid_train_lr: Mid-training peak learning rate (mid_train.lr).
+            mid_train_max_steps: Mid-training optimizer steps (mid_train.max_steps).
+            grounding_lr: Grounding specialist offline GRPO learning rate (offline_rl.grounding.lr).
+            grounding_max_steps: Grounding specialist GRPO steps (offline_rl.grounding.max_steps).
+            grounding_kl_coef: Grounding specialist KL penalty to the mid-trained model (offline_rl.grounding.kl_coef).
+            mobile_lr: Mobile specialist offline GRPO learning rate (offline_rl.mobile.lr).
+            mobile_max_steps: Mobile specialist GRPO steps (offline_rl.mobile.max_steps).
+            mobile_kl_coef: Mobile specialist KL penalty to the mid-trained model (offline_rl.mobile.kl_coef).
+            web_lr: Web specialist offline GRPO learning rate (offline_rl.web.lr).
+            web_max_steps: Web specialist GRPO steps (offline_rl.web.max_steps).
+            web_kl_coef: Web specialist KL penalty to the mid-trained model (offline_rl.web.kl_coef).
+            merge_method: How the specialists are merged (merge.method): ties, linear or task_arithmetic.
+            merge_density: Share of each task vector TIES keeps, by magnitude (merge.density).
+            eval_limit: Samples or episodes per evaluation suite; 0 means every one.
+        """
         run = _Stages(spec)
         common = {"agent_spec": agent_spec, "overrides": overrides}
         data = run("score_data", **common)

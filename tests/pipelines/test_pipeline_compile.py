@@ -253,3 +253,81 @@ def test_the_pipeline_root_is_the_specs_s3_artifact_store(compiled: dict[str, tu
     assert "defaultPipelineRoot" not in compiled["venus-tiny"][1]  # file://: KFP's default store (kfp.local: its own)
     spec = load_spec(ROOT / "agents" / "venus-tiny", ["platform.artifact_store=s3://bucket/prefix/"])
     assert _compile(spec, tmp_path)["defaultPipelineRoot"] == "s3://bucket/prefix"
+
+
+def _described(defs: dict[str, Any]) -> dict[str, str]:
+    """name -> description of every parameter and artifact in an IR input/output definition."""
+    items = {**defs.get("parameters", {}), **defs.get("artifacts", {})}
+    return {name: (d.get("description") or "").strip() for name, d in items.items()}
+
+
+def _documented(func: Any) -> set[str]:
+    import inspect
+
+    import docstring_parser
+
+    doc = inspect.getdoc(func) or ""
+    # as kfp reads it: `Args:` for inputs, `Returns:` (parsed as a second `Args:`) for outputs
+    parsed = (docstring_parser.parse(doc), docstring_parser.parse(doc.replace("Returns:", "Args:")))
+    return {p.arg_name for d in parsed for p in d.params}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_every_pipeline_parameter_has_a_description(agent: str,
+                                                    compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    """The root's input descriptions come from the pipeline function's `Args:` (kfp drops, silently,
+    a name the signature lacks, so the docstring must name exactly the parameters)."""
+    import inspect
+
+    params = compiled[agent][1]["root"]["inputDefinitions"]["parameters"]
+    assert {n: d for n, d in _described({"parameters": params}).items() if len(d) < 10} == {}
+    func = build_pipeline(load_spec(ROOT / "agents" / agent)).pipeline_func
+    assert _documented(func) == set(inspect.signature(func).parameters) == set(params)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_every_component_input_and_output_has_a_description(
+        agent: str, compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    comps = compiled[agent][1]["components"]
+    assert {f"comp-{j.replace('_', '-')}" for j in components.FUNCTIONS} <= set(comps)  # every job is in the IR
+    missing = {name: [n for n, d in {**_described(c.get("inputDefinitions", {})),
+                                     **_described(c.get("outputDefinitions", {}))}.items() if len(d) < 10]
+               for name, c in comps.items()}
+    assert {k: v for k, v in missing.items() if v} == {}
+
+
+@pytest.mark.parametrize("job", list(components.FUNCTIONS))
+def test_each_component_docstring_names_exactly_its_inputs_and_outputs(job: str) -> None:
+    import inspect
+
+    func = components.FUNCTIONS[job]
+    assert _documented(func) == set(inspect.signature(func).parameters)
+    spec = components.component(job, "x").component_spec
+    for name, io in {**spec.inputs, **spec.outputs}.items():
+        assert io.description, f"{job}.{name} has no description in the component spec"
+    assert 20 <= len(components.summary(job)) <= 160 and "\n" not in components.summary(job)
+
+
+def test_the_pipeline_description_lists_each_stage_with_its_component_summary(
+        compiled: dict[str, tuple[str, dict[str, Any]]], tmp_path: Path) -> None:
+    """The IR has no field for a component's description, so the pipeline's (which the Kubeflow UI
+    shows) carries one line per stage."""
+    description = compiled["venus-tiny"][1]["pipelineInfo"]["description"]
+    spec = load_spec(ROOT / "agents" / "venus-tiny")
+    assert description.startswith(spec.description + "\n\nStages:\n")
+    assert [line.split(":", 1)[0] for line in description.split("Stages:\n", 1)[1].splitlines()] == [
+        f"- {job}" for job in ("score_data", "mid_train", "offline_rl", "online_rl", "merge", "evaluate")]
+    for job in components.FUNCTIONS:
+        assert f"- {job}: {components.summary(job)}" in description
+    off = load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.enabled=false"])
+    assert "- online_rl:" not in _compile(off, tmp_path)["pipelineInfo"]["description"]
+
+
+def test_every_stage_outputs_metrics_and_evaluate_an_html_report(
+        compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    comps = compiled["ui-venus-1.5-8b"][1]["components"]
+    for job in components.FUNCTIONS:
+        outputs = comps[f"comp-{job.replace('_', '-')}"]["outputDefinitions"]["artifacts"]
+        assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics", job
+    assert comps["comp-evaluate"]["outputDefinitions"]["artifacts"]["report"]["artifactType"]["schemaTitle"] \
+        == "system.HTML"

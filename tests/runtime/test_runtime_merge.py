@@ -67,3 +67,25 @@ def test_spec_to_merge_config() -> None:
 def test_bad_model_arguments(items: list[str], msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
         parse_models(items, AgentSpec())
+
+
+def test_the_merge_components_metrics_artifact_holds_the_published_methods_numbers(tmp_path: Path) -> None:
+    """The Kubeflow Metrics artifact of `merge` (what runs are compared by in the UI): seconds and,
+    per part, the achieved density and sign-conflict rate of the published method, as report.json has them."""
+    from kfp.dsl import Metrics, Model
+
+    from components.merge import merge
+
+    base = _ckpt(tmp_path / "base" / "model", 0)
+    for i, name in enumerate(("grounding", "mobile", "web")):
+        _ckpt(tmp_path / name / "model", i + 1, base)
+    spec = (Path(__file__).resolve().parents[2] / "agents" / "venus-tiny" / "agent.yaml").read_text()
+    model, metrics = Model(uri=str(tmp_path / "out")), Metrics(uri=str(tmp_path / "metrics"))
+    merge(agent_spec=spec, overrides=[], base=Model(uri=str(tmp_path / "base")), method="ties", density=0.5,
+          model=model, metrics=metrics, grounding=Model(uri=str(tmp_path / "grounding")),
+          mobile=Model(uri=str(tmp_path / "mobile")), web=Model(uri=str(tmp_path / "web")))
+    published = json.loads((tmp_path / "out" / "report.json").read_text())["methods"]["ties"]
+    assert set(metrics.metadata) == {"seconds", "language/achieved_density", "language/sign_conflict_rate",
+                                     "vision/achieved_density", "vision/sign_conflict_rate"}
+    assert metrics.metadata == pytest.approx(published["metrics"])
+    assert 0.0 < metrics.metadata["language/achieved_density"] <= 0.5 + 1e-6
