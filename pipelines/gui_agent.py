@@ -59,10 +59,17 @@ def spec_text(spec: AgentSpec) -> str:
     return json.dumps(spec_to_dict(spec), ensure_ascii=True, separators=(",", ":"))
 
 
+def online_rl_domains(spec: AgentSpec) -> list[str]:
+    """The navigation specialists that go through online_rl: none unless `online_rl.enabled`."""
+    if not spec.online_rl.enabled:
+        return []
+    return [d for d in ONLINE_RL_DOMAINS if getattr(spec.offline_rl, d).enabled]
+
+
 def pipeline_stages(spec: AgentSpec) -> list[str]:
-    """The stages `build_pipeline(spec)` runs, in order (online_rl only when enabled with a navigation domain)."""
-    online = spec.online_rl.enabled and any(getattr(spec.offline_rl, d).enabled for d in ONLINE_RL_DOMAINS)
-    return ["score_data", "mid_train", "offline_rl", *(["online_rl"] if online else []), "merge", "evaluate"]
+    """The stages `build_pipeline(spec)` runs, in order (online_rl only when a domain goes through it)."""
+    online = ["online_rl"] if online_rl_domains(spec) else []
+    return ["score_data", "mid_train", "offline_rl", *online, "merge", "evaluate"]
 
 
 def pipeline_description(spec: AgentSpec) -> str:
@@ -100,21 +107,19 @@ class _Stages:
 def _online_rl(spec: AgentSpec, run: _Stages, specialists: dict[str, Any], agent_spec: Any,
                overrides: Any) -> dict[str, Any]:
     """The online RL slot: navigation specialists -> online_rl -> merge. Identity when disabled."""
-    if not spec.online_rl.enabled:
+    domains = online_rl_domains(spec)
+    if not domains:
         return specialists
     server = spec.online_rl.rollout_server
-    domains = [d for d in ONLINE_RL_DOMAINS if d in specialists]
     if server and len(domains) > 1 and "{domain}" not in server:
         raise PipelineError(f"online_rl.rollout_server {server!r} is one server for the {' and '.join(domains)} "
                             "online_rl tasks, which run at the same time and would load their weights into it "
                             "in turn; name one server per domain with '{domain}' (e.g. http://vllm-rollout-{domain}"
                             ".venus.svc:8000/v1)")
     out = dict(specialists)
-    for domain in ONLINE_RL_DOMAINS:
-        if domain in specialists:
-            task = run("online_rl", domain, agent_spec=agent_spec, overrides=overrides,
-                       base=specialists[domain].outputs["model"])
-            out[domain] = task
+    for domain in domains:
+        out[domain] = run("online_rl", domain, agent_spec=agent_spec, overrides=overrides,
+                          base=specialists[domain].outputs["model"])
     return out
 
 
@@ -184,8 +189,7 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
             specialists[domain] = run("offline_rl", domain, **common,
                                       base=mid.outputs["model"], data=data.outputs["data"], lr=lr,
                                       max_steps=steps, kl_coef=kl)
-        offline = {f"{d}_offline": specialists[d].outputs["model"] for d in ONLINE_RL_DOMAINS
-                   if spec.online_rl.enabled and d in specialists}
+        offline = {f"{d}_offline": specialists[d].outputs["model"] for d in online_rl_domains(spec)}
         specialists = _online_rl(spec, run, specialists, agent_spec, overrides)
         models = {d: t.outputs["model"] for d, t in specialists.items()}
         merged = run("merge", **common, base=mid.outputs["model"], method=merge_method,
