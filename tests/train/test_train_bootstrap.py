@@ -20,6 +20,7 @@ def test_stage_plans() -> None:
     assert [s.coarse_grid for s in DEFAULT_STAGES] == [4, 0, 0, 0, 0]  # coarse-to-fine on level 0
     assert DEFAULT_STAGES[-1].steps >= 600  # fewer did not teach the action format (parse 0/64 at 150)
     assert all(s.head > 0 and s.replay > 0 for s in DEFAULT_STAGES[2:])  # instruction head and replay above level 0
+    assert all(s.lr > 0 for s in DEFAULT_STAGES)  # independent of the spec's mid_train.lr (venus-tiny: 5e-4)
     half = scaled(DEFAULT_STAGES, 0.5)
     assert [s.steps for s in half] == [round(s.steps / 2) for s in DEFAULT_STAGES]
     assert [s.n for s in scaled(DEFAULT_STAGES, 3.0)] == [s.n for s in DEFAULT_STAGES]  # data never grows

@@ -39,12 +39,13 @@ class Stage:
     coarse_grid: int = 0  # > 0: grounding targets snapped to a grid x grid cell centre (curriculum)
     head: float = 0.0  # weight of the instruction head (mid_train.instruction_head) in this stage; 0 = off
     replay: float = 0.0  # share of the stage's training records drawn from the lower levels' training data
-    lr: float = 0.0  # peak learning rate; 0 = the spec's mid_train.lr
+    lr: float = 0.0  # peak learning rate; 0 = the spec's mid_train.lr (DEFAULT_STAGES set theirs: the
+    # shipped checkpoint must not change when an agent spec retunes its mid-training)
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
-    Stage(0, "grounding", 2000, 2400, GROUNDING_ONLY, coarse_grid=4),
-    Stage(0, "grounding", 2000, 600, GROUNDING_ONLY),
+    Stage(0, "grounding", 2000, 2400, GROUNDING_ONLY, coarse_grid=4, lr=2e-3),
+    Stage(0, "grounding", 2000, 600, GROUNDING_ONLY, lr=2e-3),
     Stage(1, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3),
     Stage(1, "grounding", 8000, 2000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3),
     Stage(1, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3),
