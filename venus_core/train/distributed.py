@@ -89,7 +89,7 @@ def teardown(*, synchronize: bool = False) -> None:
 
     `synchronize`: the job ended normally on every rank, so the ranks meet at a barrier first. A rank
     that destroys its group and exits while another still finishes its last collectives can leave
-    that one hanging at exit (measured: one of 5 two-rank gloo runs of tests/rl/grpo_dist_worker.py
+    that one hanging at exit (measured 2026-12-04: 1 of 65 two-rank gloo runs of tests/rl/grpo_dist_worker.py
     hung after rank 1 had exited; also pytorch/pytorch#75097). On an error path leave it False: the
     other ranks may be blocked in a different collective, and a barrier would hang this rank too."""
     if dist.is_initialized():
