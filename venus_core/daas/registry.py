@@ -37,6 +37,7 @@ from venus_core.daas.tokens import Claims, TokenSigner
 
 log = logging.getLogger(__name__)
 ENDED_MEMORY = 4096  # why recently ended leases ended, for the holder's error message
+MATCH_CACHE = 256  # distinct (kind, labels) queries whose matching devices are kept
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class LeaseRegistry:
         self._held: dict[str, str] = {}  # device id -> lease id
         self._quarantine: dict[str, _Quarantine] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()
+        self._matches: dict[tuple[str, tuple[tuple[str, str], ...]], list[DeviceSpec]] = {}
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         self._stop = threading.Event()
@@ -142,22 +144,39 @@ class LeaseRegistry:
             ttl=self.ttl,
         )
 
+    def _matching(self, kind: str, labels: dict[str, str]) -> list[DeviceSpec]:
+        """Under the lock: the devices of `kind` with `labels`, in table order (cached until a
+        device is added or removed)."""
+        key = (kind, tuple(sorted(labels.items())))
+        got = self._matches.get(key)
+        if got is None:
+            if len(self._matches) >= MATCH_CACHE:
+                self._matches.clear()
+            got = self._matches[key] = [
+                d for d in self.devices.values() if d.matches(kind, labels)
+            ]
+        return got
+
     def _take_one(
         self, client: str, kind: str, labels: dict[str, str], exclude: set[str]
     ) -> _Lease | None:
         """Under the lock: probe free candidates (lock released while probing) and lease one."""
         while True:
-            cands = [
-                d
-                for d in self.devices.values()
-                if d.id not in self._held
-                and d.id not in self._quarantine
-                and d.id not in exclude
-                and d.matches(kind, labels)
-            ]
-            if not cands:
+            # the first free match in table order, from the cached matches of (kind, labels):
+            # filtering every device on each lease cost O(devices) per lease under the lock
+            # (4.4 ms at 10,000 devices, benchmarks/scale_devices.py)
+            dev = next(
+                (
+                    d
+                    for d in self._matching(kind, labels)
+                    if d.id not in self._held
+                    and d.id not in self._quarantine
+                    and d.id not in exclude
+                ),
+                None,
+            )
+            if dev is None:
                 return None
-            dev = cands[0]
             self._held[dev.id] = "probing"
             self._cond.release()
             try:
@@ -205,7 +224,7 @@ class LeaseRegistry:
                 if left <= 0:
                     for lz in got:
                         self._end_locked(lz.id, "lease request failed")
-                    free = sum(1 for d in self.devices.values() if d.matches(kind, labels))
+                    free = len(self._matching(kind, labels))
                     raise NoDeviceAvailable(
                         f"{client}: wanted {n} {kind} device(s) with labels {labels},"
                         f" got {len(got)} ({free} match; {len(self._held)} leased,"
@@ -256,6 +275,7 @@ class LeaseRegistry:
             if device.id in self.devices:
                 raise ValueError(f"device {device.id!r} is already registered")
             self.devices[device.id] = device
+            self._matches.clear()
             self._cond.notify_all()
         log.info("device %s (%s, group %s) added at %s", device.id, device.kind, device.group,
                  device.endpoint)
@@ -273,6 +293,7 @@ class LeaseRegistry:
                 self._end_locked(held, f"device removed: {reason}")
                 ended = held
             del self.devices[device_id]
+            self._matches.clear()
             self._quarantine.pop(device_id, None)
         log.info("device %s removed: %s", device_id, reason)
         return ended
