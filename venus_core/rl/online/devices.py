@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 from venus_core.daas import (
     DevicePool,
@@ -35,6 +35,7 @@ from venus_core.daas import (
     Gateway,
     GatewayConfig,
     GatewayThread,
+    LeaseExpired,
     LeaseRegistry,
     TokenSigner,
 )
@@ -107,6 +108,59 @@ class _Held:
     lease: Lease
 
 
+class _OnLease(Env):
+    """A leased device's env that refuses to go on once its lease is lost.
+
+    Why: a heartbeat that gets `LeaseExpired` (the lease ended by its TTL, by the registry, or
+    unknown to a restarted registry) marks the lease lost, but an open ADB transport through the
+    gateway keeps working, so without this check the rollout would go on driving a phone the
+    registry has meanwhile handed to another client. `reset` and `step` raise `LeaseExpired`
+    instead: the episode is counted lost and the source leases another device."""
+
+    def __init__(self, inner: Env, lease: Lease) -> None:
+        self.inner, self.lease = inner, lease
+        self.name, self.platform = inner.name, inner.platform
+
+    @property
+    def supported_actions(self) -> frozenset[str]:
+        return self.inner.supported_actions
+
+    @property
+    def task(self) -> Any:  # type: ignore[override]
+        return self.inner.task
+
+    @property
+    def done(self) -> bool:  # type: ignore[override]
+        return self.inner.done
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        return self.inner.closed
+
+    def _check(self) -> None:
+        lost = self.lease.lost
+        if lost is not None:
+            g = self.lease.grant
+            raise LeaseExpired(f"lease {g.lease} on {g.device} lost: {lost}")
+
+    def reset(self, task: Any) -> Any:
+        self._check()
+        return self.inner.reset(task)
+
+    def step(self, action: Any) -> Any:
+        self._check()
+        return self.inner.step(action)
+
+    def is_successful(self) -> bool:
+        return self.inner.is_successful()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:  # backend extras (e.g. a phone's serial)
+        return getattr(self.inner, name)
+
+
 class LeasedEnvs:
     """One env per device leased from `pool` (kind and labels as given), on a forwarded port.
 
@@ -128,8 +182,9 @@ class LeasedEnvs:
         try:
             (lease,) = stack.enter_context(self.pool.lease(self.kind, 1, self.labels))
             port = stack.enter_context(lease.forward())
-            env = self.make(port)
-            stack.callback(env.close)
+            inner = self.make(port)
+            stack.callback(inner.close)
+            env: Env = _OnLease(inner, lease)
         except BaseException:
             stack.close()
             self.stats["acquire_errors"] += 1
@@ -144,7 +199,10 @@ class LeasedEnvs:
             held = self._held.pop(id(env), None)
         if held is None:
             raise ValueError("release: this env was not acquired from this source")
-        if failed is not None:
+        if failed is not None and held.lease.lost is not None:  # not the device's fault: nothing to report
+            self.stats["failed"] += 1
+            self.stats["lease_lost"] += 1
+        elif failed is not None:
             self.stats["failed"] += 1
             g = held.lease.grant
             try:  # quarantine the device in the registry; the lease then ends
@@ -161,6 +219,11 @@ class LeasedEnvs:
     @property
     def outstanding(self) -> int:
         return len(self._held)
+
+    def leases(self) -> list[Lease]:
+        """The leases of the envs out now."""
+        with self._lock:
+            return [h.lease for h in self._held.values()]
 
     def close(self) -> None:
         with self._lock:
