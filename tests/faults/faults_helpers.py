@@ -73,18 +73,24 @@ def latest_step(ckpt: Path) -> int:
     return int(name.removeprefix("step-")) if name.startswith("step-") else 0
 
 
-def sigkill_at_checkpoint(argv: Sequence[str], ckpt: Path, step: int, timeout: float = 300) -> int:
-    """Start `argv`, SIGKILL it as soon as its `latest` checkpoint reaches `step`; the step the
-    pointer named at the kill (the child may have written a later one in between)."""
+def sigkill_when(argv: Sequence[str], cond: Callable[[], bool], what: str, timeout: float = 300,
+                 poll: float = 0.02) -> None:
+    """Start `argv` and SIGKILL it as soon as `cond` holds (no cleanup of its own runs)."""
     proc = subprocess.Popen(list(argv), env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: latest_step(ckpt) >= step, timeout, f"checkpoint {STEP_NAME.format(step)} in {ckpt}", proc)
+        wait_for(cond, timeout, what, proc, poll)
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=60) == -signal.SIGKILL
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=60)
+
+
+def sigkill_at_checkpoint(argv: Sequence[str], ckpt: Path, step: int, timeout: float = 300) -> int:
+    """Start `argv`, SIGKILL it as soon as its `latest` checkpoint reaches `step`; the step the
+    pointer named at the kill (the child may have written a later one in between)."""
+    sigkill_when(argv, lambda: latest_step(ckpt) >= step, f"checkpoint {STEP_NAME.format(step)} in {ckpt}", timeout)
     return latest_step(ckpt)
 
 

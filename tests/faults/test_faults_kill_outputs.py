@@ -9,14 +9,11 @@ output directories (never by sleeping)."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from faults_helpers import TINY_SPEC, child_env, job_argv, wait_for
+from faults_helpers import TINY_SPEC, job_argv, sigkill_when
 from safetensors.torch import save_file
 
 from venus_core.models.integrity import CheckpointIntegrityError, verify_checkpoint_dir, write_manifest
@@ -55,18 +52,6 @@ def _merge_argv(inputs: Path, out: Path) -> list[str]:
         *[a for n in ("grounding", "mobile", "web") for a in ("--model", f"{n}={inputs / n}")]])
 
 
-def _kill_when(argv: list[str], cond: Callable[[], bool], what: str, timeout: float = 120) -> None:
-    proc = subprocess.Popen(argv, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for(cond, timeout, what, proc, poll=0.005)
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=60)
-
-
 MERGE_POINTS = {
     "model directory created": lambda out: (out / "model").is_dir(),
     "first merged shard on disk": lambda out: any((out / "model").glob("*.safetensors")),
@@ -78,7 +63,7 @@ MERGE_POINTS = {
 @pytest.mark.parametrize("point", list(MERGE_POINTS))
 def test_a_merge_killed_outright_leaves_no_result(point: str, specialists: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    _kill_when(_merge_argv(specialists, out), lambda: MERGE_POINTS[point](out), point)
+    sigkill_when(_merge_argv(specialists, out), lambda: MERGE_POINTS[point](out), point, 120, poll=0.005)
     assert not (out / "report.json").exists()  # the job's result is written last
     model = out / "model"
     if not (model / "SHA256SUMS").exists():  # a torn model: every reader of stage outputs refuses it
@@ -109,7 +94,7 @@ def test_an_evaluation_killed_after_its_first_result_leaves_no_summary_or_report
         "--spec", str(TINY_SPEC), "--set", "platform.tracking_uri=none", "--model", f"a={tiny_dir}",
         "--model", f"b={tiny_dir}", "--data", str(domain_data["grounding"]), "--data", str(domain_data["mobile"]),
         "--limit", "3", "--device", "cpu", "--out", str(out)])
-    _kill_when(argv, lambda: len(list((out / "results").glob("*.json"))) >= 1, "the first result file", 240)
+    sigkill_when(argv, lambda: len(list((out / "results").glob("*.json"))) >= 1, "the first result file", 240, poll=0.005)
     written = sorted(p.name for p in (out / "results").glob("*.json"))
     assert 1 <= len(written) < 4  # killed part way: 2 models x 2 suites
     assert [n for n in EVAL_RESULTS if (out / n).exists()] == []
