@@ -15,10 +15,11 @@ What runs (every server is the shipped code; only the devices are fake):
   per concurrently held lease.
 
 Phases, each bounded in count and time:
-1. capacity: on one gateway-only shard, the CPU seconds (utime + stime from /proc) one shard
-   spends per admitted session, per small request/response step and per screenshot-sized step
-   (`--screen-bytes`); the same steps on a direct connection to the device are the baseline.
-   From these the number of shards a `--pool`-device pool needs is computed, arithmetic printed.
+1. capacity: the CPU seconds (utime + stime from /proc) the registry (shard 0's process)
+   spends per lease -> heartbeat -> release cycle, and one gateway-only shard per admitted
+   session, per small request/response step and per screenshot-sized step (`--screen-bytes`);
+   the same steps on a direct connection to the device are the baseline. From these the shards
+   and registry load of a `--pool`-device pool are computed, the arithmetic printed.
 2. soak: `--leases` slots (threads) over `--clients` clients; each slot loops acquire -> tunnel ->
    `--steps` steps `--think` s apart (each paired with the same step on a direct connection to the
    device, the baseline) -> heartbeat -> release, until `--seconds`. `--vanish` extra client
