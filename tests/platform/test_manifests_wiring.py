@@ -158,6 +158,37 @@ def test_vllm_serving_contract() -> None:
     assert "vllm" not in {d["metadata"]["name"] for d in render(MANIFESTS / "overlays" / "local")}
 
 
+def test_the_8b_specs_judge_is_the_vllm_server() -> None:
+    """scoring.endpoint names the `vllm` Service, scoring.judge_model is a name that server serves,
+    the API key the score_data pods get (scoring.api_key_secret) is the one the server checks, and
+    the Secret is described in the example; rewrite and rebuild run (an MLLM judge, on_low_score)."""
+    from pipelines.k8s import JUDGE_KEYS
+    from venus_core.config import load_spec
+
+    scoring = load_spec(ROOT / "agents" / "ui-venus-1.5-8b").scoring
+    assert scoring.enabled and scoring.judge == "openai" and scoring.on_low_score == "rebuild"
+    assert scoring.endpoint is not None and scoring.endpoint.endswith("/v1")
+    docs = render(MANIFESTS / "overlays" / "gpu-cluster")
+    host, port = scoring.endpoint.split("//")[1].removesuffix("/v1").split(":")
+    service_name, namespace = host.split(".")[:2]
+    service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == service_name)
+    assert namespace == NAMESPACE and int(port) in {p["port"] for p in service["spec"]["ports"]}
+    dep = next(d for d in docs if d["kind"] == "Deployment"
+               and d["spec"]["selector"]["matchLabels"].items() <= service["spec"]["selector"].items())
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    served: list[str] = []  # vLLM's --served-model-name takes one or more names
+    for arg in c["args"][c["args"].index("--served-model-name") + 1:]:
+        if arg.startswith("--"):
+            break
+        served.append(arg)
+    assert scoring.judge_model in served, served
+    ref = next(e for e in c["env"] if e["name"] == "VLLM_API_KEY")["valueFrom"]["secretKeyRef"]
+    assert ref["name"] == scoring.api_key_secret and ref["key"] in JUDGE_KEYS
+    example = {d["metadata"]["name"]: d for d in yaml.safe_load_all(
+        (MANIFESTS / "base" / "secrets.example.yaml").read_text(encoding="utf-8"))}
+    assert set(JUDGE_KEYS) <= set(example[scoring.api_key_secret]["stringData"])
+
+
 def test_rollout_servers_serve_what_online_rl_asks_for() -> None:
     """Per online-RL domain: the spec's rollout_server URL names a Service of a vLLM Deployment that
     runs the worker extension in dev mode, serves the spec's rollout_model with processed log-probs,

@@ -37,6 +37,7 @@ SECRETS = {
     "MLFLOW_TRACKING_TOKEN": "venus-test-mlflow-token-8e1f",
     "VENUS_GATEWAY_SECRET": "venus-test-gateway-secret-6d2a4b8c0e",
     "VENUS_EVAL_API_KEY": "venus-test-eval-api-key-1f7c",
+    "VENUS_JUDGE_API_KEY": "venus-test-judge-api-key-9d3b",
 }
 
 
@@ -74,6 +75,8 @@ def test_compiled_pipelines_hold_secret_names_never_values(credentials: None, tm
         blobs[agent] = compile_pipeline(ROOT / "agents" / agent, tmp_path / f"{agent}.yaml").read_bytes()
     # on a cluster (the 8B spec: S3 artifacts) credentials come from Secrets, by name
     assert b"secretAsEnv" in blobs["ui-venus-1.5-8b"] and b"venus-minio" in blobs["ui-venus-1.5-8b"]
+    assert b"secretName: venus-judge" in blobs["ui-venus-1.5-8b"]  # the judge's key (scoring.api_key_secret)
+    assert b"VENUS_JUDGE_API_KEY" not in blobs["venus-tiny"]  # the rules judge needs none
     assert_clean(blobs)
 
 

@@ -127,9 +127,16 @@ def test_second_run_makes_no_http_calls(tmp_path: Path, synth_dir: Path) -> None
         r2 = score_dataset(synth_dir, tmp_path / "run2", spec, second)
         assert len(srv.requests) == calls == len(reader)
     assert second.calls == 0 and second.cache.hits == len(reader)
-    assert r1.to_dict() == r2.to_dict() and r1.decisions["kept"] == len(reader)
+    d1, d2 = r1.to_dict(), r2.to_dict()
+    cost1, cost2 = d1.pop("judge"), d2.pop("judge")
+    assert d1 == d2 and r1.decisions["kept"] == len(reader)
+    n = len(reader)  # the second run is served by the cache alone: no calls, no tokens
+    assert (cost1["backend_calls"], cost1["cache"]) == (n, {"hits": 0, "misses": n, "hit_rate": 0.0})
+    assert cost1["prompt_tokens"] == srv.usage_sent["prompt_tokens"] > 0
+    assert (cost2["backend_calls"], cost2["prompt_tokens"]) == (0, None)
+    assert cost2["cache"] == {"hits": n, "misses": 0, "hit_rate": 1.0}
     assert len(JudgementCache(tmp_path / "cache.sqlite")) == len(reader)
-    spec.prompt_version = "v2"  # a new prompt version is a cache miss
+    spec.prompt_version += "-next"  # a new prompt version is a cache miss
     with ScriptedChatServer(default=lambda _r: judgement_reply(8, 9)) as srv:
         spec.endpoint = srv.base_url
         third = make_judge(spec, open_image=reader.open_image, cache_path=tmp_path / "cache.sqlite")

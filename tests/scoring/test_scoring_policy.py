@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from venus_core.actions import parse_navigation
 from venus_core.config.spec import ScoringSpec
 from venus_core.data.schema import GroundingSample, RecordError
 from venus_core.data.store import DatasetReader
@@ -160,3 +161,60 @@ def test_progress_reports_each_chunk_against_the_manifest(tmp_path: Path, synth_
     report = score_dataset(synth_dir, tmp_path / "s", ScoringSpec(), judge, chunk_size=5,
                            progress=lambda d, t: calls.append((d, t)))
     assert report.read == 12 and calls == [(5, 12), (10, 12), (12, 12)]
+
+
+def _imported_steps(tmp_path: Path, synth_dir: Path) -> Path:
+    """The steps of the synthetic episodes as an imported source would carry them (no generator)."""
+    from venus_core.data.store import DatasetWriter
+
+    reader = DatasetReader(synth_dir)
+    with DatasetWriter(tmp_path / "steps") as w:
+        for r in reader:
+            if r.kind != "trajectory":
+                continue
+            prov = r.provenance.model_copy(update={"generator": "venus_core.data.importers.androidcontrol"})
+            for s in r.model_copy(update={"provenance": prov}).to_steps():
+                w.put_image(reader.image_path(s.image).read_bytes())
+                w.write(s)
+    return tmp_path / "steps"
+
+
+def test_a_step_is_rederived_only_by_a_judge_that_can(tmp_path: Path, synth_dir: Path) -> None:
+    steps = _imported_steps(tmp_path, synth_dir)
+    low = ScriptedJudge(lambda r, k: Judgement(2, 9, ("wrong element",), None, "scripted"))
+    report = score_dataset(steps, tmp_path / "o", ScoringSpec(), low)
+    assert report.decisions["discarded"] == report.read == report.buckets["low"] > 0
+    lines = [json.loads(x) for x in (tmp_path / "o" / "decisions.jsonl").read_text().splitlines()]
+    assert {d["reason"] for d in lines} == {"low_score: source cannot rebuild and judge scripted cannot re-derive steps"}
+    assert report.requests == {"judge": report.read}
+
+    class Rederiving(ScriptedJudge):
+        can_rederive = True
+
+        def rederive_many(self, items):  # type: ignore[no-untyped-def]
+            return [parse_navigation(f"<think>again</think><action>{s.action}</action><conclusion>c</conclusion>",
+                                     s.platform) for s in items]
+
+    judge = Rederiving(lambda r, k: Judgement(9 if r.think == "again" else 2, 9, (), None, "scripted"))
+    report = score_dataset(steps, tmp_path / "p", ScoringSpec(), judge)
+    assert report.decisions["rebuilt"] == report.read == report.rebuilt_by["rederive"]
+    assert report.requests == {"judge": report.read, "rederive": report.read, "rescore_rebuild": report.read}
+    written = list(DatasetReader(tmp_path / "p" / "dataset"))
+    assert sorted(r.id for r in written) == sorted(r.id for r in DatasetReader(steps))  # a step keeps its id
+    assert all(r.think == "again" and r.meta["rebuilt"]["by"] == "scripted" for r in written)
+    assert validate_dataset(tmp_path / "p" / "dataset").ok
+
+
+def test_report_check_names_counts_that_do_not_reconcile() -> None:
+    from venus_core.scoring.report import ScoreReport
+
+    r = ScoreReport(read=2)
+    r.buckets.update(keep=1, low=1)
+    r.decisions.update(kept=1, discarded=1)
+    r.by_bucket["keep"]["kept"] += 1
+    r.by_bucket["low"]["discarded"] += 1
+    r.check()
+    r.by_bucket["keep"]["kept"] -= 1
+    r.by_bucket["keep"]["discarded"] += 1  # a keep-bucket record is only ever kept
+    with pytest.raises(RuntimeError, match="bucket keep"):
+        r.check()

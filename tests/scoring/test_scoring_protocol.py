@@ -10,6 +10,8 @@ from PIL import Image
 
 import venus_core.scoring.openai_judge as openai_mod
 import venus_core.scoring.overlay as overlay_mod
+from venus_core.actions import render_action
+import venus_core.scoring.protocol as protocol_mod
 from venus_core.config.registry import JUDGES
 from venus_core.config.spec import ScoringSpec
 from venus_core.data.store import DatasetReader
@@ -17,12 +19,57 @@ from venus_core.scoring.cache import JudgementCache
 from venus_core.scoring.judges import FunctionJudge, JudgeFailure, make_judge
 from venus_core.scoring.local_judge import LocalJudge
 from venus_core.scoring.overlay import RED, draw_action, judge_image
-from venus_core.scoring.protocol import JudgeReplyError, describe, parse_reply, sample_hash
+from venus_core.scoring.protocol import (
+    REBUILD_SYSTEM_PROMPT,
+    JudgeReplyError,
+    describe,
+    judgement_from_dict,
+    judgement_to_dict,
+    parse_rederived,
+    parse_reply,
+    rederive_messages,
+    rederive_prompt,
+    sample_hash,
+    step_of,
+)
 from venus_core.scoring.rules import Judgement
 
 
 def test_doctests() -> None:
     assert doctest.testmod(overlay_mod).failed == 0 and doctest.testmod(openai_mod).failed == 0
+    assert doctest.testmod(protocol_mod).attempted > 0 and doctest.testmod(protocol_mod).failed == 0
+
+
+def test_episode_verdicts_name_their_wrong_step() -> None:
+    reply = '{"alignment": 2, "reachability": 7, "rationale": "step 2 taps the wrong row", "proposal": null, "step": 2}'
+    j = parse_reply(reply, "trajectory", "x")
+    assert (j.score, j.step) == (2, 2)
+    assert judgement_from_dict(judgement_to_dict(j)) == j
+    assert parse_reply(reply.replace('"step": 2', '"step": null'), "grounding", "x").step is None
+    assert judgement_from_dict({**judgement_to_dict(j), "step": None}).step is None  # entries of prompt v1
+    with pytest.raises(JudgeReplyError, match="only whole episodes name a step"):
+        parse_reply(reply, "navigation_step", "x")
+    with pytest.raises(JudgeReplyError, match="step"):
+        parse_reply(reply.replace('"step": 2', '"step": -1'), "trajectory", "x")
+
+
+def test_rederive_request_is_the_agents_prompt_and_reply(synth_records: list) -> None:
+    traj = next(r for r in synth_records if r.kind == "trajectory" and len(r.steps) > 1)
+    step = step_of(traj, 1)
+    assert (step.step_index, [h.action for h in step.history]) == (1, [traj.steps[0].action])
+    messages = rederive_messages(step, "data:image/png;base64,AAAA")
+    assert messages[0] == {"role": "system", "content": REBUILD_SYSTEM_PROMPT}
+    text = messages[1]["content"][1]["text"]
+    assert text == rederive_prompt(step) and traj.goal in text and f"Step 1: <think>" in text
+    assert "<conclusion>" in text  # the output format the agent is trained on
+    with pytest.raises(ValueError, match="no step 9"):
+        step_of(traj, 9)
+    ok = parse_rederived(f"<think>t</think><action>{traj.steps[1].action}</action><conclusion>c</conclusion>",
+                         traj.platform)
+    assert ok.think == "t"
+    for bad in ("", "Click(box=(1,2))", "<think>t</think><action>Teleport()</action><conclusion>c</conclusion>"):
+        with pytest.raises(JudgeReplyError):
+            parse_rederived(bad, traj.platform)
 
 
 def test_parse_reply_strict() -> None:
@@ -115,6 +162,25 @@ def test_local_judge_reads_model_replies(synth_dir: Path, synth_records: list) -
     assert isinstance(content[0]["image"], Image.Image) and "data-quality judge" in content[1]["text"]
     with pytest.raises(ValueError, match="needs scoring.judge_model"):
         LocalJudge.from_spec(ScoringSpec(judge="local"), open_image=reader.open_image)
+
+
+def test_local_judge_rederives_from_the_plain_screenshot(synth_dir: Path, synth_records: list) -> None:
+    seen: list = []
+
+    def fake_generate(model, processor, chats, max_new_tokens, temperature=0.0, **kw):
+        seen.extend(chats)
+        return ["<think>go</think><action>Click(box=(10,20))</action><conclusion>done</conclusion>", "no"][: len(chats)]
+
+    reader = DatasetReader(synth_dir)
+    traj = next(r for r in synth_records if r.kind == "trajectory" and len(r.steps) > 1)
+    judge = LocalJudge("ckpt", open_image=reader.open_image, model=object(), processor=object(),
+                       batch_size=2, generate_fn=fake_generate)
+    assert judge.can_rederive
+    got = judge.rederive_many(traj.to_steps()[:2])
+    assert render_action(got[0].action) == "Click(box=(10,20))" and isinstance(got[1], JudgeFailure)
+    content = seen[0][0]["content"]
+    assert content[0]["image"].tobytes() == reader.open_image(traj.steps[0].image).tobytes()  # no overlay
+    assert content[1]["text"].startswith(REBUILD_SYSTEM_PROMPT) and traj.goal in content[1]["text"]
 
 
 @pytest.mark.slow

@@ -49,20 +49,18 @@ def score_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Judge every record of SRC and apply keep (>=7) / rewrite (4-6) / rebuild-or-discard (0-3)."""
-    from venus_core.data.store import DatasetReader
+    """Judge every record of SRC and apply keep (>=7) / rewrite (4-6) / rebuild-or-discard (0-3);
+    print the decisions, bucket counts, the high-fidelity share before -> after and the judge's cost."""
     from venus_core.scoring.judges import make_judge
-    from venus_core.scoring.policy import score_dataset
+    from venus_core.scoring.policy import DatasetImages, score_dataset
 
     agent = _spec(spec, overrides)
     try:
-        reader = DatasetReader(src)
-        judge = make_judge(
-            agent.scoring, open_image=reader.open_image, cache_path=cache or out / "judge_cache.sqlite"
-        )
+        images = DatasetImages()
+        judge = make_judge(agent.scoring, open_image=images, cache_path=cache or out / "judge_cache.sqlite")
         try:
             with progress_bar(f"score {src.name}", "records") as progress:
-                report = score_dataset(src, out, agent.scoring, judge, progress=progress)
+                report = score_dataset(src, out, agent.scoring, judge, progress=progress, images=images)
         finally:
             judge.close()
     except (ValueError, RuntimeError, OSError) as exc:
@@ -72,10 +70,8 @@ def score_cmd(
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return
-    out_console.print(report.table())
-    out_console.print(
-        f"judge {judge.judge_id}: {judge.calls} backend call(s); decisions in {out / 'decisions.jsonl'}"
-    )
+    out_console.print(report.table(), markup=False, highlight=False)
+    out_console.print(f"decisions in {out / 'decisions.jsonl'}", markup=False, highlight=False)
 
 
 def clean_cmd(

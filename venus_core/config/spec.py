@@ -201,16 +201,26 @@ class ScoringSpec(Section):
     judge: JudgeName = Field("rules", description="judge backend: rules (validators only), openai, local")
     endpoint: str | None = Field(None, description="OpenAI-compatible base URL for the openai judge (e.g. a vLLM server)")
     judge_model: str | None = Field(None, description="model name sent to the judge endpoint, or checkpoint for local")
+    api_key_secret: str | None = Field(
+        None,
+        min_length=1,
+        description="Kubernetes Secret whose key VENUS_JUDGE_API_KEY the score_data pod gets as env for the "
+        "openai judge (the key itself is never in the spec); None: no key is sent",
+    )
     keep_threshold: int = Field(7, ge=0, le=10, description="score >= this is kept (UI-Venus-1.5: 7)")
     rewrite_threshold: int = Field(4, ge=0, le=10, description="score in [this, keep) is rewritten (UI-Venus-1.5: 4)")
     on_low_score: Literal["rebuild", "discard"] = Field(
-        "rebuild", description="below rewrite_threshold: rebuild when the source allows, else discard"
+        "rebuild",
+        description="below rewrite_threshold: rebuild when the source allows (synthetic records are "
+        "regenerated; navigation steps re-derived by an MLLM judge), else discard",
     )
     concurrency: int = Field(8, ge=1, description="judge requests in flight")
     timeout_s: float = Field(60.0, gt=0, description="per-request timeout of the judge")
     max_retries: int = Field(3, ge=0, description="retries with backoff on timeouts, 5xx and rate limits")
     cache: bool = Field(True, description="cache judgements by (sample hash, judge id, prompt version)")
-    prompt_version: str = Field("v1", description="judge prompt version (part of the cache key)")
+    prompt_version: str = Field(
+        "v2", description="judge prompt version (part of the cache key; v2: episodes name their first wrong step)"
+    )
 
     @model_validator(mode="after")
     def _thresholds(self) -> ScoringSpec:

@@ -194,7 +194,8 @@ class ChatClient:
 
     `request` sends one body with retries; `map` runs a function over items on at most
     `concurrency` threads (results in input order); `generate` is the batch API shared with the
-    transformers backend. `calls` counts HTTP attempts and `retries` the retried ones.
+    transformers backend. `calls` counts HTTP attempts, `retries` the retried ones, and
+    `prompt_tokens` / `completion_tokens` sum the `usage` of the completions received.
     """
 
     def __init__(
@@ -232,6 +233,9 @@ class ChatClient:
         self.sleep = sleep
         self.calls = 0
         self.retries = 0
+        self.prompt_tokens = 0  # summed from the replies' `usage` (vLLM and `venus serve` send it)
+        self.completion_tokens = 0
+        self.usage_replies = 0  # replies that carried a valid `usage`
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -276,11 +280,23 @@ class ChatClient:
     def post_once(self, body: dict[str, Any], label: str = "request") -> list[str]:
         """One HTTP attempt; the choices' texts, or ChatError (with `retryable` set)."""
         payload = self.post_json(body, label)
+        self._count_usage(payload)
         try:
             return completion_texts(payload)
         except ValueError as exc:
             raise ChatError(f"{self.url}: {label}: malformed chat completion ({exc}): {str(payload)[:200]!r}",
                             retryable=self.retry_malformed, status=200) from None
+
+    def _count_usage(self, payload: Any) -> None:
+        usage = payload.get("usage") if isinstance(payload, dict) else None
+        if not isinstance(usage, dict):
+            return
+        counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens")]
+        if all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+            with self._lock:
+                self.prompt_tokens += counts[0]  # type: ignore[operator]
+                self.completion_tokens += counts[1]  # type: ignore[operator]
+                self.usage_replies += 1
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number `attempt + 1` (attempt counts from 0)."""

@@ -104,11 +104,44 @@ def _metrics(report: dict[str, Any]) -> dict[str, float]:
     mixture = report.get("mixture") or {}
     out = {f"mixture_{split}_records": float(mixture[split]) for split in ("train", "validation") if split in mixture}
     out.update({f"selected_{d}": float(n) for d, n in (mixture.get("selected_by_domain") or {}).items()})
-    scored = (report.get("scoring") or {}).values()
+    scoring = report.get("scoring") or {}
+    scored = scoring.values()
     if scored:  # judge decisions summed over the sources (scoring.enabled)
         for decision in DECISIONS:
             out[f"judge_{decision}"] = float(sum(s["decisions"][decision] for s in scored))
+        read = sum(s["read"] for s in scored)
+        for when in ("before", "after"):
+            high = sum(s["high_fidelity"][when] for s in scored)
+            out[f"high_fidelity_{when}"] = high / read if read else 0.0
+        for name, s in scoring.items():  # per source: the paper's before -> after, and what it cost
+            out.update(_source_metrics(f"scoring/{name}/", s))
+        judge = report["judge"]
+        out["judge_backend_calls"] = float(judge["backend_calls"])
+        out["judge_seconds"] = float(judge["seconds"])
+        if judge["prompt_tokens"] is not None:
+            out["judge_tokens"] = float(judge["prompt_tokens"] + judge["completion_tokens"])
+        looked_up = judge["cache"]["hits"] + judge["cache"]["misses"]
+        if looked_up:
+            out["judge_cache_hit_rate"] = judge["cache"]["hits"] / looked_up
     out["wall_s"] = float(report["wall_s"])
+    return out
+
+
+def _source_metrics(prefix: str, s: dict[str, Any]) -> dict[str, float]:
+    j = s["judge"]
+    out = {
+        f"{prefix}high_fidelity_before": float(s["high_fidelity_share"]["before"]),
+        f"{prefix}high_fidelity_after": float(s["high_fidelity_share"]["after"]),
+        f"{prefix}read": float(s["read"]),
+        **{f"{prefix}{d}": float(n) for d, n in s["decisions"].items()},
+        **{f"{prefix}bucket_{b}": float(n) for b, n in s["buckets"].items()},
+        f"{prefix}judge_backend_calls": float(j["backend_calls"]),
+        f"{prefix}judge_seconds": float(j["seconds"]),
+    }
+    if j["prompt_tokens"] is not None:
+        out[f"{prefix}judge_tokens"] = float(j["prompt_tokens"] + j["completion_tokens"])
+    if j["cache"]["hit_rate"] is not None:
+        out[f"{prefix}judge_cache_hit_rate"] = float(j["cache"]["hit_rate"])
     return out
 
 

@@ -3,7 +3,8 @@
 Why: an MLLM judge costs GPU time per sample; re-running the scoring stage after a crash, or with
 a changed policy threshold, must not pay again. sqlite3 (standard library) gives atomic writes and
 concurrent readers without a server. The prompt version is part of the key, so changing the prompt
-invalidates every cached judgement of that judge at once.
+invalidates every cached judgement of that judge at once. Re-derived steps (the rebuild path) are
+stored in the same table under the judge id with a `#rederive` suffix.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from venus_core.scoring.protocol import judgement_from_dict, judgement_to_dict
 from venus_core.scoring.rules import Judgement
@@ -44,8 +46,9 @@ class JudgementCache:
         self.hits = 0
         self.misses = 0
 
-    def get_many(self, hashes: Sequence[str], judge_id: str, prompt_version: str) -> dict[str, Judgement]:
-        found: dict[str, Judgement] = {}
+    def get_payloads(self, hashes: Sequence[str], judge_id: str, prompt_version: str) -> dict[str, dict[str, Any]]:
+        """The stored JSON objects of the hashes found (counted as hits; the rest as misses)."""
+        found: dict[str, dict[str, Any]] = {}
         with self._lock:
             for h in hashes:
                 row = self._db.execute(
@@ -53,18 +56,25 @@ class JudgementCache:
                     (h, judge_id, prompt_version),
                 ).fetchone()
                 if row is not None:
-                    found[h] = judgement_from_dict(json.loads(row[0]))
+                    found[h] = json.loads(row[0])
             self.hits += len(found)
             self.misses += len(set(hashes) - set(found))
         return found
 
-    def put_many(self, items: Sequence[tuple[str, Judgement]], judge_id: str, prompt_version: str) -> None:
+    def put_payloads(self, items: Sequence[tuple[str, dict[str, Any]]], judge_id: str, prompt_version: str) -> None:
         with self._lock:
             self._db.executemany(
                 "INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?)",
-                [(h, judge_id, prompt_version, json.dumps(judgement_to_dict(j))) for h, j in items],
+                [(h, judge_id, prompt_version, json.dumps(payload)) for h, payload in items],
             )
             self._db.commit()
+
+    def get_many(self, hashes: Sequence[str], judge_id: str, prompt_version: str) -> dict[str, Judgement]:
+        found = self.get_payloads(hashes, judge_id, prompt_version)
+        return {h: judgement_from_dict(d) for h, d in found.items()}
+
+    def put_many(self, items: Sequence[tuple[str, Judgement]], judge_id: str, prompt_version: str) -> None:
+        self.put_payloads([(h, judgement_to_dict(j)) for h, j in items], judge_id, prompt_version)
 
     def __len__(self) -> int:
         with self._lock:

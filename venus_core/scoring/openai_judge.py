@@ -8,6 +8,12 @@ completion body and an unparseable verdict (`protocol.parse_reply`) are retried 
 servers may answer differently; a 4xx other than 429 is a configuration error and is not retried;
 a sample that still fails becomes a `JudgeFailure` instead of stopping the run. Images travel as
 base64 PNG data URLs, which vLLM accepts without shared storage.
+
+Re-derivation requests (the rebuild path, `protocol.rederive_messages`) send the step's plain
+screenshot and ask for a navigation answer in the agent's tagged format, so they go without
+`response_format` and may use `max_rederive_tokens`; an answer the action parser rejects is
+retried like an unparseable verdict. The API key, when the endpoint needs one, comes from
+$VENUS_JUDGE_API_KEY (a Kubernetes Secret in a cluster: `scoring.api_key_secret`).
 """
 
 from __future__ import annotations
@@ -15,23 +21,33 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from venus_core.config.registry import JUDGES
 from venus_core.config.spec import ScoringSpec
 from venus_core.models.openai_client import ChatClient, ChatError, ChatGaveUp, image_data_url, retry_after_seconds
-from venus_core.scoring.judges import JudgeBackend, JudgeFailure, Verdict
+from venus_core.data.schema import NavigationStep
+from venus_core.scoring.judges import JudgeBackend, JudgeFailure, JudgeStats, Rederived, Verdict
 from venus_core.scoring.overlay import OpenImage, judge_image
-from venus_core.scoring.protocol import JudgeReplyError, chat_messages, parse_reply
+from venus_core.scoring.protocol import (
+    JudgeReplyError,
+    chat_messages,
+    parse_rederived,
+    parse_reply,
+    rederive_messages,
+)
 from venus_core.scoring.rules import AnyRecord
 
 API_KEY_ENV = "VENUS_JUDGE_API_KEY"
+T = TypeVar("T")
 
 __all__ = ["API_KEY_ENV", "OpenAIJudge", "image_data_url", "retry_after_seconds"]
 
 
 class OpenAIJudge(JudgeBackend):
     """Judge through POST {endpoint}/chat/completions."""
+
+    can_rederive = True
 
     def __init__(
         self,
@@ -45,6 +61,7 @@ class OpenAIJudge(JudgeBackend):
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
         max_tokens: int = 512,
+        max_rederive_tokens: int = 512,
         api_key: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -66,6 +83,7 @@ class OpenAIJudge(JudgeBackend):
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.max_tokens = max_tokens
+        self.max_rederive_tokens = max_rederive_tokens
 
     @property
     def calls(self) -> int:  # type: ignore[override]
@@ -76,6 +94,13 @@ class OpenAIJudge(JudgeBackend):
     def retries(self) -> int:
         """Attempts that were retried."""
         return self.client.retries
+
+    def stats(self) -> JudgeStats:
+        """Requests made; tokens as the server's `usage` reports them (None until a reply carries one)."""
+        c = self.client
+        if not c.usage_replies:
+            return JudgeStats(calls=c.calls)
+        return JudgeStats(calls=c.calls, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens)
 
     @classmethod
     def from_spec(cls, spec: ScoringSpec, *, open_image: OpenImage, **options: Any) -> OpenAIJudge:
@@ -105,11 +130,14 @@ class OpenAIJudge(JudgeBackend):
             "max_tokens": self.max_tokens,
             "response_format": {"type": "json_object"},
         }
+        return self._ask(body, f"record {record.id!r}", lambda text: parse_reply(text, record.kind, self.judge_id))
+
+    def _ask(self, body: dict[str, Any], label: str, parse: Callable[[str], T]) -> T | JudgeFailure:
+        """One request with the client's retries (an unparseable reply is retried too); a
+        JudgeFailure when it still fails."""
         try:
             return self.client.request(  # type: ignore[return-value]
-                body, label=f"record {record.id!r}",
-                parse=lambda texts: parse_reply(texts[0], record.kind, self.judge_id),
-                retry_on=(JudgeReplyError,),
+                body, label=label, parse=lambda texts: parse(texts[0]), retry_on=(JudgeReplyError,)
             )
         except ChatGaveUp as exc:
             return JudgeFailure(f"gave up after {exc.attempts} attempts: {exc.last}", self.judge_id)
@@ -118,6 +146,22 @@ class OpenAIJudge(JudgeBackend):
 
     def judge_many(self, records: Sequence[AnyRecord]) -> list[Verdict]:
         return self.client.map(self.judge_one, list(records))
+
+    def rederive_one(self, step: NavigationStep) -> Rederived:
+        try:
+            url = image_data_url(self.open_image(step.image))
+        except (OSError, ValueError, KeyError) as exc:
+            return JudgeFailure(f"step {step.id!r}: cannot read its screenshot: {exc}", self.judge_id)
+        body = {
+            "model": self.model,
+            "messages": rederive_messages(step, url),
+            "temperature": 0.0,
+            "max_tokens": self.max_rederive_tokens,
+        }
+        return self._ask(body, f"re-derive step {step.id!r}", lambda text: parse_rederived(text, step.platform))
+
+    def rederive_many(self, steps: Sequence[NavigationStep]) -> list[Rederived]:
+        return self.client.map(self.rederive_one, list(steps))
 
 
 JUDGES.register("openai", OpenAIJudge, description="any OpenAI-compatible chat endpoint (vLLM in production)")

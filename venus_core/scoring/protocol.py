@@ -6,9 +6,19 @@ stale judgement. UI-Venus-1.5 scores each sample 0–10 on action–visual align
 reachability; the paper does not publish its judge prompt, so the wording below is ours.
 
 Replies are parsed strictly: the reply must contain exactly one JSON object (optionally inside a
-```json fence) with integer scores in 0..10, a rationale string and an optional proposal whose keys
-are the fields the policy knows how to rewrite. Anything else is a `JudgeReplyError`, which the
-backends treat as a failed attempt (retried, then counted), never as a score.
+```json fence) with integer scores in 0..10, a rationale string, an optional proposal whose keys
+are the fields the policy knows how to rewrite and, for a whole episode, an optional `step` (the
+0-based index of its first wrong step, which the rebuild path re-derives). Anything else is a
+`JudgeReplyError`, which the backends treat as a failed attempt (retried, then counted), never as
+a score.
+
+Re-deriving a step (the rebuild path of records that no generator can remake, e.g. an imported
+AndroidControl episode): the judge gets the step's plain screenshot and the UI-Venus-1.5 navigation
+prompt of that step (goal, step instruction, the earlier steps; `models.prompts.navigation_prompt`)
+behind a system turn saying what the answer is for, and must answer like the agent would:
+`<think>…</think><action>…</action><conclusion>…</conclusion>`, read by the project's parser
+(`actions.parse_navigation`, the platform's action rules included). A reply that does not parse is
+a `JudgeReplyError` too.
 """
 
 from __future__ import annotations
@@ -20,12 +30,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from venus_core.actions import ActionParseError, NavStep, parse_navigation
 from venus_core.data.schema import GroundingSample, NavigationStep, QASample, Trajectory
+from venus_core.models.prompts import HISTORY_STEPS, navigation_prompt
 from venus_core.scoring.rules import AnyRecord, Judgement
 
 PROPOSAL_KEYS: dict[str, tuple[str, ...]] = {
     "grounding": ("instruction",),
-    "navigation_step": ("goal", "instruction", "action"),
+    "navigation_step": ("goal", "instruction", "think", "action"),
     "trajectory": ("goal",),
     "qa": ("question", "answer"),
 }
@@ -38,9 +50,19 @@ SYSTEM_PROMPT = (
     "0 to 10: 'alignment' (does the action or answer match what the screen shows?) and "
     "'reachability' (can the instruction or goal be achieved as recorded?). Reply with one JSON "
     'object and nothing else: {"alignment": int, "reachability": int, "rationale": str, '
-    '"proposal": object or null}. When a score is between 4 and 6, "proposal" holds a corrected '
-    "version of the fields named in the description (only those keys); otherwise null."
+    '"proposal": object or null, "step": int or null}. When a score is between 4 and 6, "proposal" '
+    "holds a corrected version of the fields named in the description (only those keys); otherwise "
+    'null. For a whole episode, "step" is the 0-based index of its first wrong step (null when no '
+    "step is wrong); for other samples it is null."
 )
+
+REBUILD_SYSTEM_PROMPT = (
+    "You are repairing GUI-agent training data. A judge found the recorded step of this episode "
+    "wrong. The screenshot is the screen the agent saw at this step; the task and the earlier steps "
+    "follow. Answer with the step a careful agent should take here, exactly in the output format "
+    "the instructions ask for."
+)
+"""The system turn of a re-derivation request (the user turn is the UI-Venus navigation prompt)."""
 
 
 class JudgeReplyError(ValueError):
@@ -54,6 +76,7 @@ class _Reply(BaseModel):
     reachability: StrictInt = Field(ge=0, le=10)
     rationale: StrictStr
     proposal: dict[str, StrictStr] | None = None
+    step: StrictInt | None = Field(None, ge=0)
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
@@ -95,18 +118,19 @@ def describe(record: AnyRecord) -> str:
     return f"{body}\n\nProposal keys allowed for this sample: {keys}."
 
 
-def chat_messages(record: AnyRecord, image_url: str) -> list[dict[str, Any]]:
-    """OpenAI chat messages: system prompt, then one user turn with the image and description."""
+def _messages(system: str, image_url: str, text: str) -> list[dict[str, Any]]:
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system},
         {
             "role": "user",
-            "content": [
-                {"type": "image_url", "image_url": {"url": image_url}},
-                {"type": "text", "text": describe(record)},
-            ],
+            "content": [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": text}],
         },
     ]
+
+
+def chat_messages(record: AnyRecord, image_url: str) -> list[dict[str, Any]]:
+    """OpenAI chat messages: system prompt, then one user turn with the image and description."""
+    return _messages(SYSTEM_PROMPT, image_url, describe(record))
 
 
 def parse_reply(text: str, kind: str, judge: str) -> Judgement:
@@ -138,7 +162,9 @@ def parse_reply(text: str, kind: str, judge: str) -> Judgement:
             raise JudgeReplyError(
                 f"proposal keys {bad} not allowed for {kind}; allowed: {list(PROPOSAL_KEYS[kind])}"
             )
-    return Judgement(reply.alignment, reply.reachability, (reply.rationale,), proposal, judge)
+    if reply.step is not None and kind != "trajectory":
+        raise JudgeReplyError(f"step {reply.step} named for a {kind} sample; only whole episodes name a step")
+    return Judgement(reply.alignment, reply.reachability, (reply.rationale,), proposal, judge, reply.step)
 
 
 def judgement_to_dict(j: Judgement) -> dict[str, Any]:
@@ -148,10 +174,54 @@ def judgement_to_dict(j: Judgement) -> dict[str, Any]:
         "rationale": list(j.rationale),
         "proposal": j.proposal,
         "judge": j.judge,
+        "step": j.step,
     }
 
 
 def judgement_from_dict(d: dict[str, Any]) -> Judgement:
+    step = d.get("step")
     return Judgement(
-        int(d["alignment"]), int(d["reachability"]), tuple(d["rationale"]), d.get("proposal"), str(d["judge"])
+        int(d["alignment"]), int(d["reachability"]), tuple(d["rationale"]), d.get("proposal"), str(d["judge"]),
+        None if step is None else int(step),
     )
+
+
+# --------------------------------------------------------------------------- re-deriving a step
+
+
+def step_of(record: NavigationStep | Trajectory, index: int | None = None) -> NavigationStep:
+    """The step to re-derive as a NavigationStep (its screenshot, goal and earlier steps): the
+    record itself, or step `index` of a whole episode (ValueError when out of range)."""
+    if isinstance(record, NavigationStep):
+        return record
+    if index is None or not 0 <= index < len(record.steps):
+        raise ValueError(f"episode {record.id!r} has {len(record.steps)} steps; no step {index!r}")
+    return record.to_steps(HISTORY_STEPS)[index]
+
+
+def rederive_prompt(step: NavigationStep) -> str:
+    """The UI-Venus-1.5 navigation prompt of `step` (goal, step instruction, earlier steps)."""
+    first = step.step_index - len(step.history)
+    history = [(h.think, h.action) for h in step.history]
+    return navigation_prompt(step.goal, history, step.platform, step.instruction, first_step=first)
+
+
+def rederive_messages(step: NavigationStep, image_url: str) -> list[dict[str, Any]]:
+    """OpenAI chat messages asking the judge to re-derive `step` from its plain screenshot."""
+    return _messages(REBUILD_SYSTEM_PROMPT, image_url, rederive_prompt(step))
+
+
+def parse_rederived(text: str, platform: str) -> NavStep:
+    """The re-derived step in a judge's reply (JudgeReplyError when it is not one valid answer).
+
+    >>> parse_rederived("<think>open it</think><action>Click(box=(5, 9))</action><conclusion>c</conclusion>",
+    ...                 "mobile").action
+    Click(box=(5, 9))
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise JudgeReplyError("empty reply")
+    try:
+        return parse_navigation(text.strip(), platform)  # type: ignore[arg-type]
+    except ActionParseError as exc:
+        raise JudgeReplyError(f"not a navigation answer: {exc}: {text[:120]!r}") from None
+

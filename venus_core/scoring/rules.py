@@ -32,6 +32,7 @@ class Judgement:
     rationale: tuple[str, ...] = ()
     proposal: dict[str, str] | None = None
     judge: str = "rules"
+    step: int | None = None  # whole episodes: the 0-based index of the first wrong step, if the judge names one
 
     @property
     def score(self) -> int:

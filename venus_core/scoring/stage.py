@@ -20,37 +20,34 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
 from venus_core.config.spec import AgentSpec
 from venus_core.data.clean import CleanOptions, clean_dataset
 from venus_core.data.mix import build_mixture
-from venus_core.data.store import DatasetReader
 from venus_core.data.validate import validate_dataset
 from venus_core.scoring.judges import make_judge
-from venus_core.scoring.policy import score_dataset
+from venus_core.scoring.policy import DatasetImages, score_dataset
 from venus_core.scoring.report import DECISIONS
 
 Log = Callable[[str], None]
 
 
-class _Images:
-    """open_image for the judge that reads from whichever dataset is being scored."""
-
-    reader: DatasetReader | None = None
-
-    def __call__(self, ref: str) -> Image.Image:
-        if self.reader is None:
-            raise RuntimeError("no dataset is being scored")
-        return self.reader.open_image(ref)
-
-
 def bucket_table(scores: dict[str, dict[str, Any]]) -> str:
-    """Decision counts per source and in total, plus the high-fidelity shares, as plain text."""
-    cols = ("source", "read", *DECISIONS, "hi-fi before", "hi-fi after")
+    """Per source and in total: decision counts, the high-fidelity shares before and after
+    refinement, and what the judge cost (backend calls, tokens, seconds, cache hit rate)."""
+    cols = ("source", "read", *DECISIONS, "hi-fi before", "hi-fi after", "calls", "tokens", "judge s", "cache hit")
     rows: list[tuple[str, ...]] = [cols]
-    total = dict.fromkeys(("read", *DECISIONS), 0)
+
+    def cost_cells(calls: int, tokens: int | None, seconds: float, hits: int, looked_up: int) -> tuple[str, ...]:
+        return (str(calls), "-" if tokens is None else str(tokens), f"{seconds:.1f}",
+                f"{hits / looked_up:.1%}" if looked_up else "-")
+
+    total = dict.fromkeys(("read", "high_before", "high_after", *DECISIONS), 0)
+    calls = hits = looked_up = 0
+    tokens: int | None = None
+    seconds = 0.0
     for name, rep in scores.items():
+        j = rep["judge"]
+        t = None if j["prompt_tokens"] is None else j["prompt_tokens"] + j["completion_tokens"]
         rows.append(
             (
                 name,
@@ -58,20 +55,29 @@ def bucket_table(scores: dict[str, dict[str, Any]]) -> str:
                 *(str(rep["decisions"][d]) for d in DECISIONS),
                 f"{rep['high_fidelity_share']['before']:.1%}",
                 f"{rep['high_fidelity_share']['after']:.1%}",
+                *cost_cells(j["backend_calls"], t, j["seconds"], j["cache"]["hits"],
+                            j["cache"]["hits"] + j["cache"]["misses"]),
             )
         )
         total["read"] += rep["read"]
+        total["high_before"] += rep["high_fidelity"]["before"]
+        total["high_after"] += rep["high_fidelity"]["after"]
         for d in DECISIONS:
             total[d] += rep["decisions"][d]
+        calls += j["backend_calls"]
+        tokens = t if tokens is None else tokens + (t or 0)
+        seconds += j["seconds"]
+        hits += j["cache"]["hits"]
+        looked_up += j["cache"]["hits"] + j["cache"]["misses"]
     if total["read"]:
-        high = sum(r["high_fidelity_share"]["before"] * r["read"] for r in scores.values())
         rows.append(
             (
                 "TOTAL",
                 str(total["read"]),
                 *(str(total[d]) for d in DECISIONS),
-                f"{high / total['read']:.1%}",
-                f"{(total['read'] - total['discarded']) / total['read']:.1%}",
+                f"{total['high_before'] / total['read']:.1%}",
+                f"{total['high_after'] / total['read']:.1%}",
+                *cost_cells(calls, tokens, seconds, hits, looked_up),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
@@ -115,21 +121,28 @@ def run_data_stage(
         log(f"cleaned {name}: {rep['read']} read, {rep['dropped']} dropped, {rep['added']} added")
     mix_inputs = cleaned
     if spec.scoring.enabled:
-        images = _Images()
+        images = DatasetImages()
         judge = make_judge(
             spec.scoring, open_image=images, cache_path=out / "judge_cache.sqlite", **(judge_options or {})
         )
         try:
             mix_inputs = []
             for name, path in cleaned:
-                images.reader = DatasetReader(path)
-                rep = score_dataset(path, out / "scored" / name, spec.scoring, judge).to_dict()
+                rep = score_dataset(path, out / "scored" / name, spec.scoring, judge, images=images).to_dict()
                 (out / "scored" / name / "report.json").write_text(
                     json.dumps(rep, indent=2) + "\n", encoding="utf-8"
                 )
                 summary["scoring"][name] = rep
                 mix_inputs.append((name, out / "scored" / name / "dataset"))
-            summary["judge"] = {"id": judge.judge_id, "backend_calls": judge.calls}
+            stats = judge.stats()
+            summary["judge"] = {
+                "id": judge.judge_id,
+                "backend_calls": stats.calls,
+                "prompt_tokens": stats.prompt_tokens,
+                "completion_tokens": stats.completion_tokens,
+                "seconds": round(sum(r["judge"]["seconds"] for r in summary["scoring"].values()), 3),
+                "cache": {"hits": stats.cache_hits, "misses": stats.cache_misses},
+            }
         finally:
             judge.close()
         summary["bucket_table"] = bucket_table(summary["scoring"])

@@ -4,7 +4,9 @@ Why our own: the `openai` judge's failure handling (timeouts, 5xx, 429 + Retry-A
 bodies) must be exercised over real HTTP, and no mock library reproduces a server that stalls
 past the client's timeout. It binds 127.0.0.1 only, caps request bodies, answers
 POST /v1/chat/completions from a script of `Reply` objects (then from a default responder), and
-records every request it received. It can also stand in for a judge in local pipeline runs:
+records every request it received. Completions carry `usage` as vLLM's do, with whitespace word
+counts standing in for token counts (the request's text parts; the reply's content), summed in
+`usage_sent`. It can also stand in for a judge in local pipeline runs:
 `python -m venus_core.scoring.testing_server --port 8011 --score 8`.
 """
 
@@ -50,17 +52,28 @@ def judgement_reply(
     )
 
 
-def completion_body(content: str, model: str = "scripted") -> bytes:
-    return json.dumps(
-        {
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "model": model,
-            "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-            ],
-        }
-    ).encode()
+def completion_body(content: str, model: str = "scripted", usage: dict[str, int] | None = None) -> bytes:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+    }
+    if usage is not None:
+        body["usage"] = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+    return json.dumps(body).encode()
+
+
+def word_usage(request: dict[str, Any], content: str) -> dict[str, int]:
+    """`usage` with word counts: the text parts of the request's messages, and the reply."""
+    words = 0
+    for message in request.get("messages") or []:
+        parts = message.get("content") if isinstance(message, dict) else None
+        if isinstance(parts, str):
+            words += len(parts.split())
+        elif isinstance(parts, list):
+            words += sum(len(str(q.get("text", "")).split()) for q in parts if isinstance(q, dict))
+    return {"prompt_tokens": words, "completion_tokens": len(content.split())}
 
 
 class ScriptedChatServer:
@@ -72,12 +85,18 @@ class ScriptedChatServer:
         *,
         default: Callable[[dict[str, Any]], Reply] | None = None,
         port: int = 0,
+        api_key: str | None = None,
     ) -> None:
+        """`api_key`: answer 401 to requests without `Authorization: Bearer <api_key>`, as vLLM
+        started with --api-key does (those requests are not recorded)."""
+        self.api_key = api_key
+        self.unauthorized = 0
         self.script: deque[Reply] = deque(script)
         self.default = default
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0  # most requests being answered at once (checks client concurrency)
+        self.usage_sent = {"prompt_tokens": 0, "completion_tokens": 0}  # over the 200 completions sent
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
@@ -127,6 +146,12 @@ class ScriptedChatServer:
                     self._send(404, b'{"error": "not found"}', {})
                     return
                 length = int(self.headers.get("Content-Length") or 0)
+                if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                    self.rfile.read(min(length, MAX_BODY_BYTES))
+                    with server._lock:
+                        server.unauthorized += 1
+                    self._send(401, b'{"error": "Unauthorized"}', {})
+                    return
                 if length > MAX_BODY_BYTES:
                     self._send(413, b'{"error": "request too large"}', {"Connection": "close"})
                     return
@@ -145,7 +170,15 @@ class ScriptedChatServer:
                 finally:
                     with server._lock:
                         server.in_flight -= 1
-                body = reply.body if reply.body is not None else completion_body(reply.content or "")
+                if reply.body is not None:
+                    body = reply.body
+                else:
+                    usage = word_usage(request, reply.content or "")
+                    if reply.status == 200:
+                        with server._lock:
+                            for k, n in usage.items():
+                                server.usage_sent[k] += n
+                    body = completion_body(reply.content or "", usage=usage)
                 self._send(reply.status, body, reply.headers)
 
         return Handler
