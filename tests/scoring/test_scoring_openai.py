@@ -14,11 +14,11 @@ from PIL import Image
 from venus_core.config.spec import ScoringSpec
 from venus_core.data.store import DatasetReader
 from venus_core.scoring.cache import JudgementCache
-from venus_core.scoring.judges import CachedJudge, JudgeFailure, make_judge
+from venus_core.scoring.judges import CachedJudge, JudgeFailure, JudgeStats, make_judge
 from venus_core.scoring.openai_judge import OpenAIJudge, retry_after_seconds
 from venus_core.scoring.policy import score_dataset
 from venus_core.scoring.rules import Judgement
-from venus_core.scoring.testing_server import Reply, ScriptedChatServer, judgement_reply
+from venus_core.scoring.testing_server import Reply, ScriptedChatServer, completion_body, judgement_reply
 
 
 def _judge(server: ScriptedChatServer, reader: DatasetReader, **kw) -> tuple[OpenAIJudge, list[float]]:
@@ -33,15 +33,18 @@ def _judge(server: ScriptedChatServer, reader: DatasetReader, **kw) -> tuple[Ope
 def test_good_reply_and_request_shape(synth_dir: Path, synth_records: list) -> None:
     reader = DatasetReader(synth_dir)
     record = next(r for r in synth_records if r.kind == "grounding")
-    with ScriptedChatServer(
-        [judgement_reply(5, 8, "box a bit off", {"instruction": "Tap the red button"})]
-    ) as srv:
+    reply = judgement_reply(5, 8, "box a bit off", {"instruction": "Tap the red button"})
+    srv_reply_words = (reply.content or "").split()
+    with ScriptedChatServer([reply]) as srv:
         judge, sleeps = _judge(srv, reader)
         [v] = judge.judge_many([record])
         req = srv.requests[0]
     assert isinstance(v, Judgement) and (v.alignment, v.reachability, v.score) == (5, 8, 5)
     assert v.proposal == {"instruction": "Tap the red button"} and v.judge == "openai:judge-model"
     assert judge.calls == 1 and sleeps == []
+    words = sum(len(str(part.get("text", "")).split()) for m in req["messages"]
+                for part in (m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}]))
+    assert judge.stats() == JudgeStats(1, words, len(srv_reply_words), 0, 0)
     assert req["model"] == "judge-model" and req["temperature"] == 0.0
     content = req["messages"][1]["content"]
     url = content[0]["image_url"]["url"]
@@ -49,6 +52,10 @@ def test_good_reply_and_request_shape(synth_dir: Path, synth_records: list) -> N
     img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert img.size == reader.open_image(record.image).size
     assert record.instruction in content[1]["text"]
+    with ScriptedChatServer([Reply(body=completion_body(reply.content or ""))]) as srv:  # no `usage`
+        judge, _ = _judge(srv, reader)
+        assert isinstance(judge.judge_many([record])[0], Judgement)
+    assert judge.stats() == JudgeStats(calls=1, prompt_tokens=None, completion_tokens=None)
 
 
 def test_retries_5xx_malformed_body_and_bad_reply(synth_dir: Path, synth_records: list) -> None:
@@ -65,6 +72,7 @@ def test_retries_5xx_malformed_body_and_bad_reply(synth_dir: Path, synth_records
         [v] = judge.judge_many(synth_records[:1])
     assert isinstance(v, Judgement) and v.score == 9
     assert judge.calls == 5 and judge.retries == 4 and len(sleeps) == 4
+    assert judge.stats().prompt_tokens == srv.usage_sent["prompt_tokens"]  # the three 200s that carried usage
     for attempt, pause in enumerate(sleeps):  # exponential backoff with jitter in [0.5, 1] x base
         assert 0.005 * 2**attempt <= pause <= 0.01 * 2**attempt
 
@@ -133,7 +141,7 @@ def test_second_run_makes_no_http_calls(tmp_path: Path, synth_dir: Path) -> None
     n = len(reader)  # the second run is served by the cache alone: no calls, no tokens
     assert (cost1["backend_calls"], cost1["cache"]) == (n, {"hits": 0, "misses": n, "hit_rate": 0.0})
     assert cost1["prompt_tokens"] == srv.usage_sent["prompt_tokens"] > 0
-    assert (cost2["backend_calls"], cost2["prompt_tokens"]) == (0, None)
+    assert (cost2["backend_calls"], cost2["prompt_tokens"], cost2["completion_tokens"]) == (0, 0, 0)
     assert cost2["cache"] == {"hits": n, "misses": 0, "hit_rate": 1.0}
     assert len(JudgementCache(tmp_path / "cache.sqlite")) == len(reader)
     spec.prompt_version += "-next"  # a new prompt version is a cache miss

@@ -157,6 +157,11 @@ def test_venus_data_score_prints_the_refinement_report(tmp_path: Path, synth_dir
         refused = CliRunner().invoke(app, [*args, *_judge_args(srv.base_url)], env={"VENUS_JUDGE_API_KEY": ""})
         assert refused.exit_code == 1 and "HTTP 401" in refused.output, refused.output
         assert srv.unauthorized == 6 and not srv.requests  # a 4xx other than 429 is not retried
+        counted = CliRunner().invoke(app, [*args, *_judge_args(srv.base_url), "--max-failure-share", "1"],
+                                     env={"VENUS_JUDGE_API_KEY": ""})
+        assert counted.exit_code == 0, counted.output
+        assert [x.split() for x in counted.output.splitlines() if x.startswith("bucket failed")] == [
+            ["bucket", "failed", "6", "->", "discarded", "6"]]
         result = CliRunner().invoke(app, [*args, *_judge_args(srv.base_url)], env={"VENUS_JUDGE_API_KEY": KEY})
         calls = len(srv.requests)
     assert result.exit_code == 0, result.output

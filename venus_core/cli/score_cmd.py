@@ -47,6 +47,10 @@ def score_cmd(
     cache: Annotated[
         Path | None, typer.Option("--cache", help="judgement cache file (default OUT/judge_cache.sqlite)")
     ] = None,
+    max_failure_share: Annotated[
+        float,
+        typer.Option(min=0, max=1, help="fail when more than this share of the records cannot be judged"),
+    ] = 0.05,
     as_json: JsonOpt = False,
 ) -> None:
     """Judge every record of SRC and apply keep (>=7) / rewrite (4-6) / rebuild-or-discard (0-3);
@@ -60,7 +64,8 @@ def score_cmd(
         judge = make_judge(agent.scoring, open_image=images, cache_path=cache or out / "judge_cache.sqlite")
         try:
             with progress_bar(f"score {src.name}", "records") as progress:
-                report = score_dataset(src, out, agent.scoring, judge, progress=progress, images=images)
+                report = score_dataset(src, out, agent.scoring, judge, progress=progress, images=images,
+                                       max_failure_share=max_failure_share)
         finally:
             judge.close()
     except (ValueError, RuntimeError, OSError) as exc:

@@ -96,9 +96,10 @@ class OpenAIJudge(JudgeBackend):
         return self.client.retries
 
     def stats(self) -> JudgeStats:
-        """Requests made; tokens as the server's `usage` reports them (None until a reply carries one)."""
+        """Requests made; tokens as the server's `usage` reports them (None when requests were
+        made and no reply carried one)."""
         c = self.client
-        if not c.usage_replies:
+        if c.calls and not c.usage_replies:
             return JudgeStats(calls=c.calls)
         return JudgeStats(calls=c.calls, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens)
 
