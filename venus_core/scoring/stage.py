@@ -10,7 +10,8 @@ run the same sequence; the job adds only arguments, provenance and printing. Lay
 
 An input that fails validation stops the stage with the validation report (fail closed: a broken
 import must be fixed, not silently thinned out by the judge). With `scoring.enabled=false` the
-cleaned datasets go to the mixture unjudged.
+cleaned datasets go to the mixture unjudged. One judge (and its cache) serves every source; each
+source's report carries what the judge cost on it, and the summary's `judge` the totals.
 """
 
 from __future__ import annotations
