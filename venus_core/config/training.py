@@ -42,6 +42,16 @@ class InstructionHeadSpec(Section):
                        "faster than 1, docs/learning.md)")
 
 
+class AttentionSupervisionSpec(Section):
+    """Auxiliary loss that makes the positions predicting a click's coordinates attend to the visual
+    token under the click (`venus_core.train.attention_supervision`; measured in docs/learning.md).
+    Needs eager attention while training."""
+
+    weight: float = Field(0.0, ge=0, description="weight of -log(attention mass on the target's visual token) in the "
+                          "training loss; 0 = off")
+    layer: int = Field(-1, description="decoder layer whose attention is supervised (-1 = the last)")
+
+
 class MidTrainSpec(Section):
     enabled: bool = Field(True, description="run mid-training (SFT on the domain mixture)")
     max_steps: int = Field(600, ge=1, description="optimizer steps")
@@ -64,6 +74,9 @@ class MidTrainSpec(Section):
     seed: int = Field(0, description="training seed")
     instruction_head: InstructionHeadSpec = Field(
         default_factory=InstructionHeadSpec, description="auxiliary instruction head at the answer positions")
+    attention_supervision: AttentionSupervisionSpec = Field(
+        default_factory=AttentionSupervisionSpec,
+        description="auxiliary loss on the attention of the positions predicting a click's coordinates")
     distributed: DistributedSpec = Field(default_factory=DistributedSpec, description="distributed launch")
 
 

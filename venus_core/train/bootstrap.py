@@ -41,6 +41,7 @@ class Stage:
     replay: float = 0.0  # share of the stage's training records drawn from the lower levels' training data
     lr: float = 0.0  # peak learning rate; 0 = the spec's mid_train.lr (DEFAULT_STAGES set theirs: the
     # shipped checkpoint must not change when an agent spec retunes its mid-training)
+    attend: float = 0.0  # weight of attention supervision (mid_train.attention_supervision) in this stage; 0 = off
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
@@ -192,6 +193,7 @@ def bootstrap(
             "warmup_steps": min(spec.mid_train.warmup_steps, max(0, st.steps // 4)),
             "max_seq_len": max(spec.mid_train.max_seq_len, 1536), "seed": spec.mid_train.seed + k,
             "instruction_head": spec.mid_train.instruction_head.model_copy(update={"weight": st.head}),
+            "attention_supervision": spec.mid_train.attention_supervision.model_copy(update={"weight": st.attend}),
         }
         if st.lr:
             update["lr"] = st.lr
@@ -203,7 +205,7 @@ def bootstrap(
         train_size = sum(len(v) for v in corpus.train.values())
         entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
-                 "replayed": replayed, "head": st.head, "lr": cfg.lr,
+                 "replayed": replayed, "head": st.head, "attend": st.attend, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
                  "held_out": rates_to_dict(result.rates), "mixture": result.mixture,
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),

@@ -36,6 +36,7 @@ from venus_core.config.spec import MixtureSpec
 from venus_core.config.training import MidTrainSpec
 from venus_core.eval.metrics import Rate
 from venus_core.models.batches import Example, collate
+from venus_core.train.attention_supervision import eager_attention
 from venus_core.train.buckets import split_batch
 from venus_core.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from venus_core.train.data import Corpus
@@ -128,6 +129,15 @@ def train_sft(
         head = build_instruction_head(model, processor, (query_text(it.record) for v in corpus.train.values() for it in v),
                                       cfg.instruction_head)
     head_params = list(head.parameters()) if head is not None else []
+    sup = None
+    if cfg.attention_supervision.weight > 0:
+        if env.backend == "deepspeed":
+            raise ValueError("mid_train.attention_supervision is not supported with distributed.backend=deepspeed "
+                             "(the engine owns the forward pass); use ddp or set attention_supervision.weight: 0")
+        from venus_core.train.attention_supervision import AttentionSupervision
+
+        sup = AttentionSupervision(cfg.attention_supervision, processor.tokenizer,  # type: ignore[attr-defined]
+                                   int(model.config.image_token_id), int(model.config.vision_config.spatial_merge_size))
     optimizer = torch.optim.AdamW(params + head_params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
     scheduler = cosine_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
     global_batch = cfg.batch_size * cfg.grad_accum * env.world
@@ -176,6 +186,7 @@ def train_sft(
     vision_start = int(processor.tokenizer.convert_tokens_to_ids("<|vision_start|>"))  # type: ignore[attr-defined]
     window: list[float] = []
     head_window: list[float] = []
+    sup_window: list[float] = []
     while step < cfg.max_steps and (stop_at is None or step < stop_at):
         share = split_for_rank(sampler.next_batch(), env.rank, env.world)
         micro = [share[i : i + cfg.batch_size] for i in range(0, len(share), cfg.batch_size)]
@@ -200,16 +211,25 @@ def train_sft(
                 query_ids = sub.pop("query_ids", None)
                 with contextlib.nullcontext() if sync else net.no_sync():  # type: ignore[operator]
                     with autocast():
-                        if head is None:
+                        if head is None and sup is None:
                             loss = net(**_to(sub, env.device, torch.float32)).loss * (weight / len(micro))
                         else:
                             inputs = _to(sub, env.device, torch.float32)
-                            out = net(**inputs, output_hidden_states=True)
-                            aux = head.loss(out.hidden_states, inputs["labels"], query_ids)  # type: ignore[arg-type]
+                            with eager_attention(model) if sup is not None else contextlib.nullcontext():
+                                out = net(**inputs, output_hidden_states=head is not None,
+                                          output_attentions=sup is not None)
                             loss = out.loss
-                            if aux is not None:
-                                head_window.append(float(aux.detach()))
-                                loss = loss + cfg.instruction_head.weight * aux
+                            if head is not None:
+                                aux = head.loss(out.hidden_states, inputs["labels"], query_ids)  # type: ignore[arg-type]
+                                if aux is not None:
+                                    head_window.append(float(aux.detach()))
+                                    loss = loss + cfg.instruction_head.weight * aux
+                            if sup is not None:
+                                att = sup.loss(out.attentions, inputs["input_ids"], inputs["labels"],
+                                               inputs.get("image_grid_thw"))
+                                if att is not None:
+                                    sup_window.append(float(att.detach()))
+                                    loss = loss + cfg.attention_supervision.weight * att
                             loss = loss * (weight / len(micro))
                     loss.backward()
                 micro_loss += float(loss.detach()) * len(micro)
@@ -238,10 +258,12 @@ def train_sft(
             tracker.log_metrics({"train/loss": sum(window) / len(window), "train/lr": lr, "train/grad_norm": grad_norm,
                                  "train/skipped_too_long": skipped, "time/wall_s": time.perf_counter() - t_wall,
                                  "time/cpu_s": time.process_time() - t_cpu}
-                                | ({"train/instruction_head_loss": sum(head_window) / len(head_window)} if head_window else {}), step)
+                                | ({"train/instruction_head_loss": sum(head_window) / len(head_window)} if head_window else {})
+                                | ({"train/attention_supervision_loss": sum(sup_window) / len(sup_window)} if sup_window else {}),
+                                step)
             window = []
         if step % LOG_EVERY == 0 or step == cfg.max_steps:
-            head_window = []
+            head_window, sup_window = [], []
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             run_eval(step)
         if (step % cfg.save_every == 0 or step == cfg.max_steps) and ds is not None:

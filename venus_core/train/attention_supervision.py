@@ -1,0 +1,110 @@
+"""Attention supervision: an auxiliary loss that makes the positions predicting a click's coordinates
+look at the screen where the click lands.
+
+Why (measured, docs/learning.md "The navigation answer does not look at the screen"): the tiny model
+picks the named button on held-out level-0/1 screens in the grounding format, but in the navigation
+format its clicks were a function of the instruction's colour word alone (live level 0: every "green"
+goal clicked the same point). Its last layer's attention from the position before the first
+coordinate digit put 0.54 of its mass on the 16 visual tokens with the grounding prompt (~115 tokens)
+and 0.02 with the navigation prompt (~990 tokens): ~900 text tokens between the screenshot and the
+answer take the mass, and the few coordinate tokens of an answer never pulled it back. The loss is
+−log of the head-averaged attention mass, at the positions that predict the coordinate digits of an
+answer's first point (`[x,y]` of grounding, `box=(x,y)` of Click / LongPress / DoubleClick / Hover),
+on the visual token whose cell holds that point, in one decoder layer; added to the answer loss with
+`weight`. It needs eager attention (the attention probabilities), so a stage that uses it runs slower.
+
+Departure: nothing like this is in the UI-Venus reports; a pre-trained Qwen3-VL already reads the
+screen across long prompts. It stands in for that pre-training at toy scale and is off by default
+(`mid_train.attention_supervision.weight: 0`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from venus_core.config.training import AttentionSupervisionSpec
+
+IGNORE_INDEX = -100
+POINT = re.compile(r"(?:box=\(|^\[)(\d+),\s*(\d+)")
+"""The answer's first point: a grounding answer `[x,y]`, or a click-like action's `box=(x,y)`."""
+
+
+def _attn_configs(model: nn.Module) -> list[object]:
+    return [m.config for m in model.modules() if hasattr(getattr(m, "config", None), "_attn_implementation")]
+
+
+@contextmanager
+def eager_attention(model: nn.Module) -> Iterator[None]:
+    """Run `model` with eager attention inside the block (the kernel that returns probabilities)."""
+    configs = _attn_configs(model)
+    before = [c._attn_implementation for c in configs]  # type: ignore[attr-defined]
+    for c in configs:
+        c._attn_implementation = "eager"  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for c, b in zip(configs, before, strict=True):
+            c._attn_implementation = b  # type: ignore[attr-defined]
+
+
+class AttentionSupervision:
+    """Builds the (row, query positions, target key position) triples of a batch and the loss."""
+
+    def __init__(self, spec: AttentionSupervisionSpec, tokenizer: object, image_token_id: int, merge: int) -> None:
+        if spec.weight <= 0:
+            raise ValueError("attention supervision with weight 0: leave it off instead")
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.image_token_id = int(image_token_id)
+        self.merge = int(merge)
+
+    def targets(self, input_ids: torch.Tensor, labels: torch.Tensor,
+                image_grid_thw: torch.Tensor | None) -> list[tuple[int, list[int], int]]:
+        """Per row with a point answer and one image: (row, positions predicting its digits, the
+        target visual token's position). Rows without either are left out."""
+        if image_grid_thw is None:
+            return []
+        out: list[tuple[int, list[int], int]] = []
+        img_row = 0
+        for b in range(input_ids.shape[0]):
+            pos = (input_ids[b] == self.image_token_id).nonzero().flatten()
+            if len(pos) == 0:
+                continue
+            grid = image_grid_thw[img_row]
+            img_row += 1
+            ans = (labels[b] != IGNORE_INDEX).nonzero().flatten().tolist()
+            text, starts = "", []
+            for p in ans:
+                starts.append(len(text))
+                text += self.tokenizer.decode([int(labels[b, p])])  # type: ignore[attr-defined]
+            m = POINT.search(text)
+            if m is None:
+                continue
+            gh, gw = int(grid[1]) // self.merge, int(grid[2]) // self.merge
+            if len(pos) != gh * gw:
+                raise ValueError(f"row {b}: {len(pos)} visual tokens but the image grid is {gh} x {gw}")
+            x, y = int(m[1]), int(m[2])
+            col, row = min(gw - 1, x * gw // 1000), min(gh - 1, y * gh // 1000)
+            queries = [ans[i] - 1 for i, s in enumerate(starts) if m.start(1) <= s < m.end(2)]
+            if queries:
+                out.append((b, queries, int(pos[row * gw + col])))
+        return out
+
+    def loss(self, attentions: tuple[torch.Tensor, ...], input_ids: torch.Tensor, labels: torch.Tensor,
+             image_grid_thw: torch.Tensor | None) -> torch.Tensor | None:
+        """Mean over rows of −log(head-mean attention mass on the target token), averaged over the
+        row's digit positions; None when no row has a point answer."""
+        att = attentions[self.spec.layer]
+        terms = []
+        for b, queries, key in self.targets(input_ids, labels, image_grid_thw):
+            mass = att[b, :, queries, key].float().mean(0)
+            terms.append(-torch.log(mass.clamp_min(1e-6)).mean())
+        return torch.stack(terms).mean() if terms else None
+
+
+__all__ = ["AttentionSupervision", "POINT", "eager_attention"]
