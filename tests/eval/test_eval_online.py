@@ -125,6 +125,42 @@ def test_target_parsing() -> None:
             parse_target(bad)
 
 
+def test_tasks_default_to_their_levels_screen_size_and_an_explicit_size_wins() -> None:
+    from venus_core.data.synth.levels import level_spec
+    from venus_core.eval.online_sim import task_size
+
+    t = parse_target("sim-phone:levels=1+3+5,episodes=6")
+    assert (t.width, t.height) == (0, 0) and "size=level" in str(t) and parse_target(str(t)) == t
+    assert [task_size(x) for x in target_tasks(t)] == [level_spec(lv).mobile_size for lv in (1, 3, 5, 1, 3, 5)]
+    assert task_size(target_tasks(t)[0]) == (128, 128)  # the level-1 curriculum screen, not a 540 x 960 phone
+    fixed = parse_target("sim-phone:levels=1+3,episodes=2,size=270x480")
+    assert {task_size(x) for x in target_tasks(fixed)} == {(270, 480)}
+    for bad in ("sim-phone:size=0x10", "sim-phone:size=big"):
+        with pytest.raises(ValueError):
+            parse_target(bad)
+
+
+def test_mixed_sizes_get_their_own_phones_and_every_task_runs_on_one_of_its_size() -> None:
+    from venus_core.eval.online_sim import fits, task_size
+
+    target = parse_target("sim-phone:levels=1+3,episodes=5,seed=100000,max_steps=4,envs=2")
+    tasks = target_tasks(target)
+    envs = make_envs(target)
+    try:
+        assert sorted(tuple(e.device.size) for e in envs) == [(128, 128), (128, 128), (256, 256), (256, 256)]
+        scripts = [[nav(render_action(a)) for a in synth_plan(t)] + ([] if t.answer else [nav("Finished(content='')")])
+                   for t in tasks]
+        res = evaluate_online(envs, tasks, ByStep(scripts, "planner"), fits=fits)
+        assert (res.summary["success"]["k"], res.summary["success"]["n"]) == (5, 5)
+        with pytest.raises(ValueError, match="fits none of the 2 environments"):
+            evaluate_online([e for e in envs if tuple(e.device.size) == (256, 256)], tasks[:1], ByStep([[]]),
+                            fits=fits)
+        assert task_size(tasks[0]) == (128, 128)
+    finally:
+        for e in envs:
+            e.close()
+
+
 def test_sim_phone_planner_succeeds_and_report_renders() -> None:
     target = parse_target("sim-phone:levels=3-4,episodes=3,seed=100000,size=270x480,max_steps=6,envs=2")
     tasks = target_tasks(target)

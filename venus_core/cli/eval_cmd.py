@@ -84,12 +84,12 @@ def _run(kind: str, model: str, data: Path | str | None, limit: int | None, batc
 
 def _online(predictor: Any, target_text: str | None, limit: int | None, **extra: Any) -> Any:
     from venus_core.eval.online import evaluate_online
-    from venus_core.eval.online_sim import make_envs, parse_target, target_tasks, with_limit
+    from venus_core.eval.online_sim import fits, make_envs, parse_target, target_tasks, with_limit
 
     target = with_limit(parse_target(target_text), limit)
     envs = make_envs(target)
     try:
-        return evaluate_online(envs, target_tasks(target), predictor, target=str(target), **extra)
+        return evaluate_online(envs, target_tasks(target), predictor, target=str(target), fits=fits, **extra)
     finally:
         for env in envs:
             env.close()

@@ -119,8 +119,12 @@ def evaluate_online(
     max_new_tokens: int = ONLINE_MAX_NEW_TOKENS,
     frames_episodes: int = 3,
     progress: Callable[[int, int | None], None] | None = None,
+    fits: Callable[[Env, Task], bool] | None = None,
 ) -> EvalResult:
     """Run every task to its end on `envs` (lock step, one task per env at a time) and score it.
+
+    `fits(env, task)`: which envs can run a task (e.g. a simulated phone of the task's screen size);
+    a free env takes the first queued task it fits. Every task must fit one of the envs.
 
     Screens of the first `frames_episodes` episodes are kept (annotated, small JPEG data URLs)
     for the report's viewer. `target` names the environment / task set in the result.
@@ -133,16 +137,25 @@ def evaluate_online(
     platforms = {e.platform for e in envs}
     if len(platforms) != 1:
         raise ValueError(f"evaluate_online: environments of several platforms {sorted(platforms)}")
+    fit = fits or (lambda env, task: True)
+    for i, task in enumerate(tasks):
+        if not any(fit(env, task) for env in envs):
+            raise ValueError(f"evaluate_online: task {i} ({task.goal!r}, {task.success_check}) fits none of the "
+                             f"{len(envs)} environments")
     queue = list(enumerate(tasks))
     running: dict[int, _Episode] = {}
     finished: dict[int, dict[str, Any]] = {}
 
     def start(slot: int) -> None:
-        index, task = queue.pop(0)
+        k = next((k for k, (_, task) in enumerate(queue) if fit(envs[slot], task)), None)
+        if k is None:  # nothing left that this env can run
+            return
+        index, task = queue.pop(k)
         running[slot] = _Episode(index, task, envs[slot].reset(task))
 
-    for slot in range(min(len(envs), len(queue))):
-        start(slot)
+    for slot in range(len(envs)):
+        if queue:
+            start(slot)
     while running:
         slots = sorted(running)
         queries = []

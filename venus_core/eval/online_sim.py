@@ -31,16 +31,30 @@ class OnlineTarget:
     episodes: int = 20
     seed: int = 100_000
     lang: str = "en"
-    width: int = 540
-    height: int = 960
+    width: int = 0  # 0 x 0: each task on its level's curriculum screen size (`size_of`)
+    height: int = 0
     max_steps: int = DEFAULT_MAX_STEPS
     transport: str = "inprocess"
     envs: int = 2
 
     def __str__(self) -> str:
         lv = "+".join(str(v) for v in self.levels)
+        size = f"{self.width}x{self.height}" if self.width else "level"
         return (f"{self.env}:levels={lv},episodes={self.episodes},seed={self.seed},lang={self.lang},"
-                f"size={self.width}x{self.height},max_steps={self.max_steps},transport={self.transport},envs={self.envs}")
+                f"size={size},max_steps={self.max_steps},transport={self.transport},envs={self.envs}")
+
+    def size_of(self, level: int) -> tuple[int, int]:
+        """The screen size of a task of `level`: `size=WxH` when given, else the curriculum's size for
+        that level (`data.synth.levels`: 128 x 128 for levels 0-2), the size its training data, the
+        held-out suites and online RL's phones use. A tiny model sees a 540 x 960 screen as a 3 x 5
+        grid of visual tokens and a 128 x 128 one as 4 x 4: evaluating on a size it never trained on
+        measured a different skill (the level-1 navigation checkpoint of docs/learning.md: 81/100 at
+        128 x 128, 16.5 % at 540 x 960)."""
+        if self.width:
+            return (self.width, self.height)
+        from venus_core.data.synth.levels import level_spec
+
+        return level_spec(level).mobile_size
 
 
 def _levels(value: str) -> tuple[int, ...]:
@@ -73,7 +87,11 @@ def parse_target(text: str | None) -> Any:
         if key == "levels":
             return {"levels": _levels(value)}
         if key == "size":
+            if value.lower() == "level":
+                return {"width": 0, "height": 0}
             w, h = value.lower().split("x")
+            if int(w) < 1 or int(h) < 1:
+                raise ValueError("size must be WxH with W, H >= 1, or 'level'")
             return {"width": int(w), "height": int(h)}
         if key in ("lang", "transport"):
             return {key: value}
@@ -104,9 +122,24 @@ def target_tasks(target: Any) -> list[Task]:
     if isinstance(target, AndroidWorldTarget):
         return aw_tasks(target)
 
-    return [synth_task(target.levels[i % len(target.levels)], target.seed + i, lang=target.lang,
-                       size=(target.width, target.height), max_steps=target.max_steps)
-            for i in range(target.episodes)]
+    levels = [target.levels[i % len(target.levels)] for i in range(target.episodes)]
+    return [synth_task(lv, target.seed + i, lang=target.lang, size=target.size_of(lv), max_steps=target.max_steps)
+            for i, lv in enumerate(levels)]
+
+
+def task_size(task: Task) -> tuple[int, int]:
+    """The screen size a synthetic task was made for (its success_check reference)."""
+    from venus_core.envs.simphone import SynthRef
+
+    return SynthRef.parse(task.success_check).size
+
+
+def fits(env: Env, task: Task) -> bool:
+    """Whether `env` can run `task`: a simulated phone only runs tasks made for its screen size."""
+    device = getattr(env, "device", None)
+    if device is None or not task.success_check.startswith("synth:"):
+        return True
+    return tuple(device.size) == task_size(task)
 
 
 def make_envs(target: Any) -> list[Env]:
@@ -120,6 +153,19 @@ def make_envs(target: Any) -> list[Env]:
     if isinstance(target, AndroidWorldTarget):
         return aw_envs(target)
 
-    return open_envs(min(target.envs, target.episodes),
-                     lambda: SimPhoneEnv(transport=target.transport, size=(target.width, target.height),  # type: ignore[arg-type]
-                                         lang=target.lang, wait_s=0.0))
+    # one group of envs per screen size the target's tasks use, each no larger than its task count
+    counts: dict[tuple[int, int], int] = {}
+    for i in range(target.episodes):
+        size = target.size_of(target.levels[i % len(target.levels)])
+        counts[size] = counts.get(size, 0) + 1
+    envs: list[Env] = []
+    try:
+        for size, n in counts.items():
+            envs += open_envs(min(target.envs, n),
+                              lambda size=size: SimPhoneEnv(transport=target.transport, size=size,  # type: ignore[arg-type,misc]
+                                                            lang=target.lang, wait_s=0.0))
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+    return envs
