@@ -14,6 +14,7 @@ simulated phone is reached through the same AndroidEnv code path (over ADB with
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -122,9 +123,13 @@ def target_tasks(target: Any) -> list[Task]:
     if isinstance(target, AndroidWorldTarget):
         return aw_tasks(target)
 
-    levels = [target.levels[i % len(target.levels)] for i in range(target.episodes)]
     return [synth_task(lv, target.seed + i, lang=target.lang, size=target.size_of(lv), max_steps=target.max_steps)
-            for i, lv in enumerate(levels)]
+            for i, lv in enumerate(task_levels(target))]
+
+
+def task_levels(target: OnlineTarget) -> list[int]:
+    """The level of each of the target's episodes, in order: its levels round robin."""
+    return [target.levels[i % len(target.levels)] for i in range(target.episodes)]
 
 
 def task_size(task: Task) -> tuple[int, int]:
@@ -154,10 +159,7 @@ def make_envs(target: Any) -> list[Env]:
         return aw_envs(target)
 
     # one group of envs per screen size the target's tasks use, each no larger than its task count
-    counts: dict[tuple[int, int], int] = {}
-    for i in range(target.episodes):
-        size = target.size_of(target.levels[i % len(target.levels)])
-        counts[size] = counts.get(size, 0) + 1
+    counts = Counter(target.size_of(lv) for lv in task_levels(target))
     envs: list[Env] = []
     try:
         for size, n in counts.items():
