@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -169,3 +170,39 @@ def test_stage_table_shows_n_and_intervals_per_suite(tmp_path: Path) -> None:
     assert rows[("pointer", "accuracy")]["delta"] == round(1.0 - rows[("refuser", "accuracy")]["value"], 4)
     assert rows[("refuser", "accuracy")]["delta"] is None
     assert html.count("<h3>") == 2 and "<h3>g: grounding on" in html and "<h3>nav: nav_offline on" in html
+
+
+def test_report_appears_whole_at_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 22 §2: the new page is written beside the report and renamed over it, so at the moment the
+    name changes hands the old report is still whole and the new one already is."""
+    res = _results(tmp_path)[1:2]
+    out = write_report(res, tmp_path / "eval" / "report.html", title="first")
+    old, new = out.read_bytes(), render_report(res, title="second").encode()
+    renames: list[tuple[Path, Path]] = []
+    real_replace = os.replace
+
+    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        renames.append((Path(src), Path(dst)))
+        assert Path(dst).read_bytes() == old and Path(src).read_bytes() == new
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    write_report(res, out, title="second")
+    assert [(src.parent, dst) for src, dst in renames] == [(out.parent, out)]
+    assert out.read_bytes() == new and sorted(out.parent.iterdir()) == [out]  # no temporary left beside it
+
+
+def test_a_report_write_that_fails_leaves_the_earlier_report_whole(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 22 §2: a write that breaks off (here 1 MiB of page, then an unpaired surrogate escape from a
+    model's text, which UTF-8 cannot encode) must leave the earlier report as it was, not an empty or
+    half-written page at its path, and no temporary beside it."""
+    import venus_core.eval.report as report
+
+    res = _results(tmp_path)[1:2]
+    out = write_report(res, tmp_path / "eval" / "report.html", title="first")
+    old = out.read_bytes()
+    monkeypatch.setattr(report, "render_report", lambda *a, **k: "<!DOCTYPE html>" + "x" * (1 << 20) + "\ud800")
+    with pytest.raises(UnicodeEncodeError):
+        write_report(res, out, title="second")
+    assert out.read_bytes() == old and sorted(out.parent.iterdir()) == [out]

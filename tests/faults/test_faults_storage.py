@@ -4,7 +4,7 @@ staging files, and started again on the same port (moto keeps its objects in pro
 keeps them on its volume). Whatever happens, no artifact is ever published incomplete: the marker
 (`_SUCCESS`, the manifest) appears only with every file beside it; a reader polling throughout
 never sees otherwise; the upload retried after the server is back succeeds and every downloaded
-file matches its sha256."""
+file matches its sha256, and no staged temporary outlives the retried upload."""
 
 from __future__ import annotations
 
@@ -214,5 +214,8 @@ def test_an_outage_past_the_retry_budget_publishes_nothing_and_the_retried_uploa
     assert {o.key.removeprefix("art/"): o.sha256 for o in back} == digests
     assert {rel: hashlib.sha256((tmp_path / "back" / rel).read_bytes()).hexdigest() for rel in digests} == digests
     assert store.exists(f"art/{MARKER}")
+    after = [k for k in _server_keys(bucket) if ".venus/tmp/" in k]
+    assert left and after == []  # the failed upload's temporaries went with the retry, which removed its own too
     print(f"\nlong outage: upload gave up ({type(errors[0]).__name__}) with {staged_at_outage}/{FILES} staged; "
-          f"{len(left)} temporaries left under .venus/tmp, nothing under the prefix; retry published {len(listing)}")
+          f"{len(left)} temporaries left under .venus/tmp while down, nothing under the prefix; "
+          f"retry published {len(listing)}, {len(after)} temporaries left after it")

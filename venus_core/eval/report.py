@@ -19,6 +19,8 @@ Every rate is shown with n and its 95 % Wilson interval.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -297,8 +299,23 @@ def render_report(results: Sequence[EvalResult], *, title: str = "Venus evaluati
 
 
 def write_report(results: Sequence[EvalResult], path: str | Path, **kwargs: Any) -> Path:
-    """Render and write the report; returns the path."""
+    """Render and write the report; returns the path.
+
+    Written to a temporary file in the same directory and renamed over `path`, so a reader (MLflow's
+    artifact upload, a browser) or a kill mid-write sees the earlier report or the whole new one,
+    never half a page. Inline rather than `runtime.common.write_json_atomic`: `eval` does not import
+    `runtime` (docs/architecture.md, rule 1); opened with `open` so the file keeps the umask's mode.
+    """
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_report(results, **kwargs), encoding="utf-8")
+    html = render_report(results, **kwargs)
+    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(html)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out

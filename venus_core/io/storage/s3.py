@@ -9,6 +9,10 @@
   no multi-object transaction, so "atomic" means: readers that go through this interface see either
   the complete artifact or an IncompleteArtifactError, never a partial one. If a step fails, the
   objects already copied and the temporaries are removed (best effort, logged if that fails too).
+  Temporaries that could not be removed (the server still down at the cleanup, the process killed)
+  are removed by the next `put_dir`: this store's own at once, any process's once older than
+  `stale_tmp_after` (a day by default, longer than any upload stages; younger ones may belong to an
+  upload still running).
 - retries: per HTTP request, see `retry.py`; a download whose body breaks off mid-stream is re-issued
   within the same budget.
 """
@@ -21,6 +25,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TypeVar
 
@@ -39,6 +44,7 @@ from venus_core.io.storage.retry import NOT_FOUND_CODES, RetryPolicy, translate
 LOG = logging.getLogger(__name__)
 META = "sha256"
 MIN_PART = 5 * 1024 * 1024
+STALE_TMP_S = 24 * 3600.0
 T = TypeVar("T")
 
 
@@ -46,13 +52,14 @@ class S3Store(ArtifactStore):
     """Artifact store under `s3://bucket/prefix` reached through a configured `Minio` client."""
 
     def __init__(self, client: Minio, bucket: str, prefix: str = "", *, policy: RetryPolicy,
-                 part_size: int = 16 * 1024 * 1024) -> None:
+                 part_size: int = 16 * 1024 * 1024, stale_tmp_after: float = STALE_TMP_S) -> None:
         if part_size < MIN_PART:
             raise ValueError(f"part_size must be >= {MIN_PART} bytes (S3's minimum part), got {part_size}")
         self.client, self.bucket, self.prefix = client, bucket, prefix.strip("/")
         if self.prefix:
             validate_key(self.prefix, what="store prefix")
-        self.policy, self.part_size = policy, part_size
+        self.policy, self.part_size, self.stale_tmp_after = policy, part_size, stale_tmp_after
+        self._unremoved: set[str] = set()  # temporaries a failed put_dir could not delete
         self.root_uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
 
     def _name(self, key: str) -> str:
@@ -189,6 +196,25 @@ class S3Store(ArtifactStore):
         if errors:
             raise StorageError(f"{what}: {len(errors)} object(s) not deleted, first: {errors[0]}")
 
+    def _remove_leftover_temporaries(self) -> None:
+        """Delete the staged temporaries no upload will remove any more: those a failed `put_dir` of
+        this store could not delete (the server was still down at its cleanup), and any under this
+        store's prefix older than `stale_tmp_after` (left by a killed process, or by a pod that exited
+        after the error). Best effort: a failure is logged and the upload goes on."""
+        root = join(self.prefix, f"{RESERVED}/tmp/")
+        what = f"put_dir: removing leftover temporaries under s3://{self.bucket}/{root}"
+        cutoff = datetime.now(timezone.utc) - timedelta(seconds=self.stale_tmp_after)
+        known = set(self._unremoved)
+        try:
+            stale = self.call(what, lambda: {
+                o.object_name for o in self.client.list_objects(self.bucket, prefix=root, recursive=True)
+                if o.last_modified is not None and o.last_modified < cutoff})
+            self._delete_names(sorted(known | stale), what)
+        except StorageError as exc:
+            LOG.warning("%s (tried again by the next put_dir)", exc)
+            return
+        self._unremoved -= known
+
     # directory artifacts ----------------------------------------------------------------------------
     def put_dir(self, local_dir: str | os.PathLike[str], prefix: str, *, overwrite: bool = False) -> list[ObjectInfo]:
         prefix = check_prefix(prefix)
@@ -198,14 +224,15 @@ class S3Store(ArtifactStore):
             state = "complete" if join(prefix, MARKER) in existing else "incomplete"
             raise ArtifactExistsError(f"{self.uri_for(prefix)} already holds {len(existing)} object(s) ({state}); "
                                       f"pass overwrite=True to replace it")
+        self._remove_leftover_temporaries()
         tmp = join(self.prefix, f"{RESERVED}/tmp/{uuid.uuid4().hex}")
         staged: list[str] = []
         try:
             listing = []
             for rel, path in files:
                 sha, size = sha256_file(path)
+                staged.append(join(tmp, rel))  # before the request: one that fails may still have stored it
                 self._upload(join(tmp, rel), path, sha, f"put_dir {path} -> {self.uri_for(join(prefix, rel))}")
-                staged.append(join(tmp, rel))
                 listing.append(ObjectInfo(join(prefix, rel), size, sha))
             new = {o.key for o in listing}
             marker = join(prefix, MARKER)
@@ -234,7 +261,8 @@ class S3Store(ArtifactStore):
             try:
                 self._delete_names(staged, f"put_dir: removing temporaries under s3://{self.bucket}/{tmp}")
             except StorageError as exc:
-                LOG.warning("%s (the artifact itself is unaffected)", exc)
+                self._unremoved.update(staged)
+                LOG.warning("%s (the artifact itself is unaffected; the next put_dir removes them)", exc)
 
 
 class _Unclosing(io.BufferedIOBase):
