@@ -23,6 +23,7 @@ from typing import Any
 from kfp import dsl
 
 from components.evaluate import evaluate
+from components.generate_data import generate_data
 from components.merge import merge
 from components.mid_train import mid_train
 from components.offline_rl import offline_rl
@@ -30,6 +31,7 @@ from components.online_rl import online_rl
 from components.score_data import score_data
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "generate_data": generate_data,
     "score_data": score_data,
     "mid_train": mid_train,
     "offline_rl": offline_rl,

@@ -1,12 +1,13 @@
 """Component `score_data`: the agent's data sources -> validated, cleaned, scored, mixed corpus."""
 
 # No `from __future__ import annotations`: kfp reads the real annotation objects.
-from typing import List
+from typing import List, Optional
 
-from kfp.dsl import Dataset, Metrics, Output
+from kfp.dsl import Dataset, Input, Metrics, Output
 
 
-def score_data(agent_spec: str, overrides: List[str], data: Output[Dataset], metrics: Output[Metrics]) -> None:
+def score_data(agent_spec: str, overrides: List[str], data: Output[Dataset], metrics: Output[Metrics],
+               generated: Optional[Input[Dataset]] = None) -> None:
     """Score the training data: the spec's sources become one validated, cleaned, judged, mixed corpus.
 
     UI-Venus-1.5 data stage: materialise the spec's sources, validate, clean, judge each record
@@ -15,6 +16,7 @@ def score_data(agent_spec: str, overrides: List[str], data: Output[Dataset], met
     Args:
         agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
         overrides: Spec overrides as key=value, applied after the spec.
+        generated: The generate_data output (flywheel.enabled): its dataset/ is scored as the source `flywheel`.
 
     Returns:
         data: The corpus: cleaned/, scored/ and mixture/{train,validation}; report.json has the bucket table and provenance.
@@ -30,6 +32,8 @@ def score_data(agent_spec: str, overrides: List[str], data: Output[Dataset], met
     with open(spec_file, "w", encoding="utf-8") as f:
         f.write(agent_spec)
     argv = ["--spec", spec_file, "--out", data.path]
+    if generated is not None:
+        argv += ["--generated", os.path.join(generated.path, "dataset")]
     for item in overrides:
         argv += ["--set", item]
     rc = main(argv)

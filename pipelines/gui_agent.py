@@ -1,4 +1,4 @@
-"""The GUI-agent pipeline: score_data -> mid_train -> offline_rl x3 -> [online_rl] -> merge -> evaluate.
+"""The GUI-agent pipeline: [generate_data] -> score_data -> mid_train -> offline_rl x3 -> [online_rl] -> merge -> evaluate.
 
 `build_pipeline(spec)` turns one agent spec into a KFP pipeline function; the same function is
 compiled to IR YAML for a cluster (`venus compile`) or run by `kfp.local` on a laptop (`venus run`).
@@ -14,6 +14,10 @@ The three offline GRPO specialists are three tasks, not a `dsl.ParallelFor`: eac
 parameters, display name and output wired by name into merge (Collected outputs lose the domain),
 and independent tasks run in parallel on a cluster all the same. A domain whose
 `offline_rl.<domain>.enabled` is false gets no task and is left out of the merge.
+
+The data flywheel: with `flywheel.enabled`, a `generate_data` task (`components/generate_data.py`)
+runs first and its dataset goes to score_data as the optional input `generated` (scored as the
+source `flywheel` beside the spec's sources). Off in both shipped specs.
 
 Online RL: with `online_rl.enabled`, each navigation specialist (mobile, web) goes through an
 `online_rl` task (`components/online_rl.py`: `(agent_spec, overrides, domain, base: Input[Model],
@@ -69,7 +73,8 @@ def online_rl_domains(spec: AgentSpec) -> list[str]:
 def pipeline_stages(spec: AgentSpec) -> list[str]:
     """The stages `build_pipeline(spec)` runs, in order (online_rl only when a domain goes through it)."""
     online = ["online_rl"] if online_rl_domains(spec) else []
-    return ["score_data", "mid_train", "offline_rl", *online, "merge", "evaluate"]
+    generate = ["generate_data"] if spec.flywheel.enabled else []
+    return [*generate, "score_data", "mid_train", "offline_rl", *online, "merge", "evaluate"]
 
 
 def pipeline_description(spec: AgentSpec) -> str:
@@ -175,7 +180,8 @@ def build_pipeline(spec: AgentSpec) -> Callable[..., Any]:
         """
         run = _Stages(spec)
         common = {"agent_spec": agent_spec, "overrides": overrides}
-        data = run("score_data", **common)
+        generated = ({"generated": run("generate_data", **common).outputs["data"]} if spec.flywheel.enabled else {})
+        data = run("score_data", **common, **generated)
         mid = run("mid_train", **common, data=data.outputs["data"], lr=mid_train_lr,
                   max_steps=mid_train_max_steps)
         tuning = {

@@ -93,6 +93,9 @@ class Meter:
 
 
 METERS: dict[str, Meter] = {
+    # venus_core/runtime/generate_data.py logs one record per flywheel round, `step` = its 0-based index.
+    "generate_data": Meter("rounds", "success_rate", params_total=_param_total("flywheel.rounds"),
+                           spec_total=lambda s, d: s.flywheel.rounds, headline=(("success_rate", "success"),)),
     "score_data": Meter(headline=(("mixture_train_records", "train records"),)),
     # venus_core/train/sft.py logs train/loss every LOG_EVERY steps, `step` = steps done.
     "mid_train": Meter("steps", "train/loss", one_based=True, params_total=_param_total("mid_train.max_steps"),

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGORITHMS = ("actions", "data", "models", "rewards", "rl", "train", "scoring", "envs", "daas", "merge", "eval")
+ALGORITHMS = ("actions", "data", "models", "rewards", "rl", "train", "scoring", "envs", "daas", "merge", "eval",
+              "flywheel")
 PLATFORM_LIBS = ("kfp", "mlflow", "minio", "kubernetes")
 
 

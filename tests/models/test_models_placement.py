@@ -100,7 +100,7 @@ def test_flash_attention_only_on_cuda_in_half_precision_when_importable(
 def test_the_8b_spec_asks_for_gpus_per_stage_and_the_tiny_spec_for_none() -> None:
     spec = load_spec(SPEC_8B)
     asked = {stage: pl.gpus_requested(spec, stage) for stage in pl.GPU_STAGES}
-    assert asked == {"score_data": 0, "mid_train": 8, "offline_rl": 8, "online_rl": 8, "merge": 0, "evaluate": 1}
+    assert asked == {"generate_data": 0, "score_data": 0, "mid_train": 8, "offline_rl": 8, "online_rl": 8, "merge": 0, "evaluate": 1}
     assert {pl.gpus_requested(AgentSpec(), s) for s in pl.GPU_STAGES} == {0}
     with pytest.raises(ValueError, match="no platform.resources entry"):
         pl.gpus_requested(spec, "serve")

@@ -110,6 +110,28 @@ def test_without_held_out_suites_evaluate_falls_back_to_the_validation_split(tmp
     assert evaluate["inputs"]["parameters"]["use_spec_suites"]["runtimeValue"]["constant"] is False
 
 
+def test_the_flywheel_option_runs_generate_data_before_score_data(tmp_path: Path) -> None:
+    """flywheel.enabled (off in both shipped specs) adds generate_data, whose dataset score_data gets as
+    its optional `generated` input; the Secret of an openai judge goes to it only when it judges."""
+    spec = load_spec(ROOT / "agents" / "ui-venus-1.5-8b", ["flywheel.enabled=true", "flywheel.judge=true"])
+    ir = _compile(spec, tmp_path)
+    tasks = _tasks(ir)
+    assert tasks["generate-data"].get("dependentTasks") is None and tasks["generate-data"]["taskInfo"]["name"] == \
+        "generate_data"
+    assert tasks["score-data"]["dependentTasks"] == ["generate-data"]
+    assert tasks["score-data"]["inputs"]["artifacts"]["generated"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "data", "producerTask": "generate-data"}
+    assert ir["components"]["comp-generate-data"]["outputDefinitions"]["artifacts"]["metrics"]["artifactType"][
+        "schemaTitle"] == "system.Metrics"
+    description = ir["pipelineInfo"]["description"]
+    assert description.split("Stages:\n", 1)[1].startswith(f"- generate_data: {components.summary('generate_data')}")
+    secrets = ir["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-generate-data"]["secretAsEnv"]
+    assert any(s["secretName"] == "venus-judge" for s in secrets)
+    off = _compile(load_spec(ROOT / "agents" / "ui-venus-1.5-8b", ["flywheel.enabled=true"]), tmp_path)
+    secrets = off["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-generate-data"].get("secretAsEnv", [])
+    assert not any(s["secretName"] == "venus-judge" for s in secrets)
+
+
 def test_ui_parameters_default_to_the_spec(compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
     params = compiled["ui-venus-1.5-8b"][1]["root"]["inputDefinitions"]["parameters"]
     assert params["mid_train_lr"]["defaultValue"] == 1e-5
@@ -289,7 +311,8 @@ def test_every_pipeline_parameter_has_a_description(agent: str,
 def test_every_component_input_and_output_has_a_description(
         agent: str, compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
     comps = compiled[agent][1]["components"]
-    assert {f"comp-{j.replace('_', '-')}" for j in components.FUNCTIONS} <= set(comps)  # every job is in the IR
+    shipped = [j for j in components.FUNCTIONS if j != "generate_data"]  # off in both specs: tested above
+    assert {f"comp-{j.replace('_', '-')}" for j in shipped} <= set(comps)  # every job of the pipeline is in the IR
     missing = {name: [n for n, d in {**_described(c.get("inputDefinitions", {})),
                                      **_described(c.get("outputDefinitions", {}))}.items() if len(d) < 10]
                for name, c in comps.items()}
@@ -318,7 +341,8 @@ def test_the_pipeline_description_lists_each_stage_with_its_component_summary(
     assert [line.split(":", 1)[0] for line in description.split("Stages:\n", 1)[1].splitlines()] == [
         f"- {job}" for job in ("score_data", "mid_train", "offline_rl", "online_rl", "merge", "evaluate")]
     for job in components.FUNCTIONS:
-        assert f"- {job}: {components.summary(job)}" in description
+        if job != "generate_data":  # flywheel.enabled only (test_the_flywheel_option_runs_generate_data_before_score_data)
+            assert f"- {job}: {components.summary(job)}" in description
     off = load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.enabled=false"])
     assert "- online_rl:" not in _compile(off, tmp_path)["pipelineInfo"]["description"]
 
@@ -326,7 +350,7 @@ def test_the_pipeline_description_lists_each_stage_with_its_component_summary(
 def test_every_stage_outputs_metrics_and_evaluate_an_html_report(
         compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
     comps = compiled["ui-venus-1.5-8b"][1]["components"]
-    for job in components.FUNCTIONS:
+    for job in (j for j in components.FUNCTIONS if j != "generate_data"):  # generate_data: the flywheel test
         outputs = comps[f"comp-{job.replace('_', '-')}"]["outputDefinitions"]["artifacts"]
         assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics", job
     assert comps["comp-evaluate"]["outputDefinitions"]["artifacts"]["report"]["artifactType"]["schemaTitle"] \

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from venus_core.config.registry import registry
 
-STAGES = ("score_data", "mid_train", "offline_rl", "online_rl", "merge", "evaluate")
+STAGES = ("generate_data", "score_data", "mid_train", "offline_rl", "online_rl", "merge", "evaluate")
 RL_DOMAINS = ("grounding", "mobile", "web")
 DATA_DOMAINS = ("perception", "vqa", "grounding", "navigation")
 

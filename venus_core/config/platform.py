@@ -32,6 +32,7 @@ class ResourceSpec(Section):
 
 
 class StageResources(Section):
+    generate_data: ResourceSpec = Field(default_factory=ResourceSpec, description="generate_data pod (flywheel)")
     score_data: ResourceSpec = Field(default_factory=ResourceSpec, description="score_data pods")
     mid_train: ResourceSpec = Field(default_factory=ResourceSpec, description="mid_train pods")
     offline_rl: ResourceSpec = Field(default_factory=ResourceSpec, description="each offline_rl pod")

@@ -127,6 +127,7 @@ IMPORTERS = _declare("importers", "dataset importers from public formats")
 SYNTH_APPS = _declare("synth_apps", "apps of the synthetic GUI world")
 GENERATION_BACKENDS = _declare("generation_backends", "text generation backends")
 EVAL_SUITES = _declare("eval_suites", "evaluators (grounding, nav_offline, online)")
+EXPANDERS = _declare("expanders", "data-flywheel task expanders (rules, openai)")
 
 
 def registry(kind: str) -> Registry[Any]:

@@ -28,6 +28,7 @@ from venus_core.config.base import (  # noqa: F401 - re-exported
     RewardName,
     Section,
 )
+from venus_core.config.flywheel import FlywheelSpec
 from venus_core.config.platform import (  # noqa: F401 - re-exported
     ImagesSpec,
     PlatformSpec,
@@ -359,6 +360,7 @@ class AgentSpec(Section):
     spec_version: Literal[1] = Field(1, description="version of this file's schema")
     model: ModelSpec = Field(default_factory=ModelSpec, description="base model")
     data: DataSpec = Field(default_factory=DataSpec, description="training data and mixture")
+    flywheel: FlywheelSpec = Field(default_factory=FlywheelSpec, description="on-device trajectory generation")
     scoring: ScoringSpec = Field(default_factory=ScoringSpec, description="data-quality scoring")
     mid_train: MidTrainSpec = Field(default_factory=MidTrainSpec, description="mid-training")
     offline_rl: OfflineRLSpec = Field(default_factory=OfflineRLSpec, description="offline GRPO jobs")

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 AUTO = "auto"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-GPU_STAGES = ("score_data", "mid_train", "offline_rl", "online_rl", "merge", "evaluate")
+GPU_STAGES = ("generate_data", "score_data", "mid_train", "offline_rl", "online_rl", "merge", "evaluate")
 """Stages with a `platform.resources` entry (the pods the pipeline sizes)."""
 
 

@@ -53,11 +53,33 @@ def _phone_size(levels: Sequence[int]) -> tuple[int, int]:
     return sizes.pop()
 
 
+def phone_source(stack: ExitStack, o: Any, size: tuple[int, int], client: str, devices: int) -> Any:
+    """Simulated phones of `size` as an EnvSource, per `online_rl.device_service` (module docstring):
+    in process (`local`), leased from $VENUS_DEVICE_REGISTRY, or from a SimPhoneFarm of `devices`
+    phones started here (stopped by `stack`). Also the data flywheel's devices (`generate_data`)."""
+    from venus_core.rl.online.devices import LeasedEnvs, LocalEnvs, SimPhoneFarm
+
+    if o.device_service == "local":
+        from venus_core.envs import SimPhoneEnv
+
+        return LocalEnvs(lambda: SimPhoneEnv(transport="inprocess", size=size), "mobile")
+    if os.environ.get(REGISTRY_ENV):
+        from venus_core.daas import DevicePool
+        from venus_core.envs import AdbServerProcess, RemoteSimPhoneEnv
+
+        adb = stack.enter_context(AdbServerProcess())
+        pool = DevicePool(os.environ[REGISTRY_ENV], f"{client}-{os.getpid()}", wait=o.call_timeout_s,
+                          io_timeout=o.call_timeout_s)
+        return LeasedEnvs(pool, lambda port: RemoteSimPhoneEnv(f"127.0.0.1:{port}", adb_port=adb.port),
+                          labels={"size": f"{size[0]}x{size[1]}", "lang": "en"})
+    farm = stack.enter_context(SimPhoneFarm(devices, size=size, io_timeout=o.call_timeout_s))
+    return farm.env_source(client)
+
+
 @contextmanager
 def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[Any]]]:
     """(task pool, env source, held-out tasks) of `domain`; everything started is stopped after."""
     from venus_core.rl.online import TaskPool, held_out_tasks, sim_phone_tasks
-    from venus_core.rl.online.devices import LeasedEnvs, LocalEnvs, SimPhoneFarm
 
     o = spec.online_rl
     with ExitStack() as stack:
@@ -65,22 +87,7 @@ def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[A
             size = _phone_size(o.levels)
             tasks = sim_phone_tasks(o.levels, range(o.train_tasks), size=size, max_steps=o.max_steps_per_episode)
             held = held_out_tasks(o.task_pool, size=size, max_steps=o.max_steps_per_episode)
-            if o.device_service == "local":
-                from venus_core.envs import SimPhoneEnv
-
-                source: Any = LocalEnvs(lambda: SimPhoneEnv(transport="inprocess", size=size), "mobile")
-            elif os.environ.get(REGISTRY_ENV):
-                from venus_core.daas import DevicePool
-                from venus_core.envs import AdbServerProcess, RemoteSimPhoneEnv
-
-                adb = stack.enter_context(AdbServerProcess())
-                pool = DevicePool(os.environ[REGISTRY_ENV], f"online-rl-{domain}-{os.getpid()}",
-                                  wait=o.call_timeout_s, io_timeout=o.call_timeout_s)
-                source = LeasedEnvs(pool, lambda port: RemoteSimPhoneEnv(f"127.0.0.1:{port}", adb_port=adb.port),
-                                    labels={"size": f"{size[0]}x{size[1]}", "lang": "en"})
-            else:
-                farm = stack.enter_context(SimPhoneFarm(o.devices, size=size, io_timeout=o.call_timeout_s))
-                source = farm.env_source(f"online-rl-{domain}")
+            source: Any = phone_source(stack, o, size, f"online-rl-{domain}", o.devices)
         else:
             source, tasks, held = _web(stack, spec)
         stack.callback(source.close)

@@ -6,7 +6,8 @@ Without --data the spec's data sources are materialised first (synthetic sources
 OUT/sources/<name>, local `venus` datasets read in place, `s3://bucket/prefix` datasets published
 through `venus_core.io.storage` fetched into OUT/remote/<name> first: resumable, every file's
 sha256 checked, so a restarted pod only downloads what is missing); with --data each directory is one source
-named after the directory. Writes the stage layout of `venus_core.scoring.stage` under OUT plus
+named after the directory. `--generated DIR` adds a generate_data dataset (the data flywheel's
+verified trajectories) as one more source, named `flywheel`. Writes the stage layout of `venus_core.scoring.stage` under OUT plus
 OUT/report.json (provenance, per-source cleaning and scoring reports, the bucket table, the
 mixture summary) and prints the bucket table. Exit status 1 on a dataset that fails validation
 or a judge that fails on too many samples.
@@ -26,6 +27,7 @@ from venus_core.runtime.tracking import job_tracking
 from venus_core.scoring.report import DECISIONS
 
 REMOTE_SCHEMES = ("s3://",)
+GENERATED_SOURCE = "flywheel"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         help="Venus dataset directory (repeatable); default: the spec's data sources",
     )
+    p.add_argument("--generated", default=None, metavar="DIR",
+                   help=f"a generate_data dataset (the flywheel's), scored as the source {GENERATED_SOURCE!r} besides "
+                        "the others")
     p.add_argument(
         "--clean-steps",
         default=None,
@@ -68,6 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"score_data: error: source {source.name!r}: {exc}", file=sys.stderr)
                     return 1
             inputs.append((source.name, build_source(source, out / "sources")[0]))
+    if args.generated:
+        if any(name == GENERATED_SOURCE for name, _ in inputs):
+            print(f"score_data: error: a source is already named {GENERATED_SOURCE!r}; --generated needs that name",
+                  file=sys.stderr)
+            return 1
+        inputs.append((GENERATED_SOURCE, Path(args.generated)))
     clean = (
         CleanOptions()
         if args.clean_steps is None

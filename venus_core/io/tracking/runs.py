@@ -48,8 +48,8 @@ MAX_TAG_VALUE = 8000  # mlflow.utils.validation.MAX_TAG_VAL_LENGTH
 MAX_KEY = 250  # MAX_ENTITY_KEY_LENGTH
 TRUNCATED = "...[truncated]"
 # job (= runtime module = run name) -> the spec section whose values are its params
-JOB_SECTIONS = {"score_data": "scoring", "mid_train": "mid_train", "offline_rl": "offline_rl",
-                "online_rl": "online_rl", "merge": "merge", "evaluate": "eval"}
+JOB_SECTIONS = {"generate_data": "flywheel", "score_data": "scoring", "mid_train": "mid_train",
+                "offline_rl": "offline_rl", "online_rl": "online_rl", "merge": "merge", "evaluate": "eval"}
 _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
 log = logging.getLogger(__name__)
 T = TypeVar("T")

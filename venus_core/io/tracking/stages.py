@@ -35,6 +35,7 @@ from venus_core.config.stages import metric_number, parse_display_name, stage_di
 STAGES_JSON = "stages.json"
 STAGES_HTML = "stages.html"
 HEADLINE: dict[str, tuple[str, ...]] = {
+    "generate_data": ("success_rate", "verified"),
     "score_data": ("mixture_*_records", "selected_*"),
     "mid_train": ("eval/*", "train/loss"),
     "offline_rl": ("eval/*", "reward/mean"),

@@ -53,6 +53,26 @@ class ModelPolicy:
                 for i, (text, n) in enumerate(zip(batch.texts, lengths, strict=True))]
 
 
+class PredictorPolicy:
+    """An evaluator `Predictor` as a rollout policy: `LocalPredictor` (the checkpoint in process, greedy
+    at temperature 0 with the evaluator's repetition penalty) or `OpenAIPredictor` (a vLLM / `venus
+    serve` endpoint). Text only, no token ids: for rollouts nothing trains on (the data flywheel)."""
+
+    def __init__(self, predictor: Any, *, max_new_tokens: int, name: str | None = None, version: int = 0) -> None:
+        self.predictor = predictor
+        self.max_new_tokens = max_new_tokens
+        self.name = name or predictor.name
+        self.version = version
+
+    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        from venus_core.eval.predictors import Query
+
+        if not requests:
+            return []
+        queries = [Query(f"{r.episode}@{r.step}", r.image, r.prompt) for r in requests]
+        return [Completion(text) for text in self.predictor.predict(queries, self.max_new_tokens)]
+
+
 def answer_text(action: Action, think: str = "") -> str:
     """A well-formed UI-Venus navigation answer for `action`."""
     return f"<think>{think}</think><action>{render_action(action)}</action><conclusion></conclusion>"
@@ -123,4 +143,4 @@ class PlannedSampling:
         return [Completion(p.text, s.token_ids) for s, p in zip(sampled, self.scripted.act(requests), strict=True)]
 
 
-__all__ = ["ModelPolicy", "PlannedSampling", "ScriptedPolicy", "answer_text"]
+__all__ = ["ModelPolicy", "PlannedSampling", "PredictorPolicy", "ScriptedPolicy", "answer_text"]

@@ -168,7 +168,8 @@ class _Slot:
             self.env = None
 
 
-def _texts(answer: str) -> tuple[str, str]:
+def answer_texts(answer: str) -> tuple[str, str]:
+    """(think, conclusion) of a tagged navigation answer ("" where a tag is missing)."""
     found = {m.group(1): m.group(2).strip() for m in _TAG.finditer(answer)}
     return found.get("think", ""), found.get("conclusion", "")
 
@@ -297,7 +298,7 @@ def _round(live: list[_Slot], policy: Policy, stats: RolloutStats, finished: dic
             if out is not None:
                 s.obs, done, info = out
                 stats.env_steps += 1
-                think, _ = _texts(rec.completion.text)
+                think, _ = answer_texts(rec.completion.text)
                 traj.history.append((think, rec.action or ""))
                 traj.truncated = bool(info.get("truncated"))
                 if info.get("error"):
@@ -327,4 +328,5 @@ def _lose(slot: _Slot, finished: dict[tuple[int, int], Trajectory], stats: Rollo
     slot.replace(traj.lost, stats)
 
 
-__all__ = ["Completion", "Policy", "RolloutStats", "StepRecord", "StepRequest", "Trajectory", "collect_groups"]
+__all__ = ["Completion", "Policy", "RolloutStats", "StepRecord", "StepRequest", "Trajectory", "answer_texts",
+           "collect_groups"]

@@ -1,0 +1,185 @@
+"""Runtime job `generate_data`: the data flywheel, grown on devices (`venus_core.flywheel`).
+
+    python -m venus_core.runtime.generate_data --spec AGENT --out DIR [--model CKPT] [--seeds FILE] [--set k=v]
+
+Rounds of seed expansion -> uniqueness -> feasibility -> execution on leased devices -> verification
+-> feedback, per the spec's `flywheel` section (docs/flywheel.md). The devices are online RL's:
+`online_rl.device_service` (a SimPhoneFarm on loopback, phones leased from $VENUS_DEVICE_REGISTRY,
+or in process), with `online_rl.call_timeout_s` and its fault handling; uniqueness uses
+`online_rl.task_pool`'s threshold and scope, against its held-out tasks at the flywheel's levels.
+The policy is `--model` (default: the spec's `model.base`, e.g. the shipped bootstrap), or
+`flywheel.policy_server`, or the planner (`flywheel.policy: oracle`). The judge, when asked for
+(`flywheel.judge` or `verifier: judge`), is `scoring.judge` (an MLLM backend), cached in
+OUT/judge_cache.sqlite.
+
+Writes OUT/dataset (a Venus dataset of the verified trajectories: the pipeline's score_data reads
+it as the source `flywheel`), OUT/tasks.jsonl (every proposal with its status and reason),
+OUT/report.json (provenance, the per-round table, totals) and OUT/metrics.jsonl (one step per round).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, closing
+from pathlib import Path
+from typing import Any
+
+from venus_core.config import AgentSpec
+from venus_core.runtime.common import dir_sha256, job_parser, load_job_spec, provenance, write_json_atomic
+from venus_core.runtime.tracking import job_tracking
+from venus_core.train.tracker import JsonlTracker, Tracker
+
+JOB = "generate_data"
+CLIENT = "flywheel"
+
+
+def _policy(spec: AgentSpec, model_dir: str | None, work: Path, device: Any) -> tuple[Any, str, list[str]]:
+    """(rollout policy, its revision, provenance inputs)."""
+    f = spec.flywheel
+    if f.policy == "oracle":
+        from venus_core.envs.simphone import synth_plan
+        from venus_core.rl.online.policy import ScriptedPolicy
+
+        return ScriptedPolicy(synth_plan, name="oracle:synth-planner"), "synth-planner", []
+    from venus_core.rl.online.policy import ModelPolicy, PredictorPolicy
+
+    if f.policy_server:
+        from venus_core.eval.predictors import OpenAIPredictor
+
+        predictor = OpenAIPredictor(f.policy_server, f.policy_model, name=f.policy_model, temperature=f.temperature)
+        return (PredictorPolicy(predictor, max_new_tokens=f.max_new_tokens),
+                f"server:{f.policy_server}#{f.policy_model}", [])
+    from venus_core.eval.predictors import LocalPredictor
+    from venus_core.models.loading import load_model
+    from venus_core.models.placement import job_device
+    from venus_core.train.base import resolve_base
+
+    target = Path(model_dir) if model_dir else resolve_base(spec.model, work)
+    model, processor = load_model(target, spec.model, job_device(spec, JOB, device), tiny_dir=work / "base-tiny",
+                                  require_manifest=bool(model_dir) or spec.model.base in ("tiny", "bootstrap"))
+    name = Path(str(target)).name
+    revision = f"{name}@{dir_sha256(target)}" if target != "tiny" else "tiny"
+    inputs = [str(target)] if target != "tiny" else []
+    if f.temperature == 0:
+        predictor = LocalPredictor(model, processor, name=name, temperature=0.0, batch_size=spec.eval.batch_size)
+        return PredictorPolicy(predictor, max_new_tokens=f.max_new_tokens), revision, inputs
+    policy = ModelPolicy(model, processor, temperature=f.temperature, max_new_tokens=f.max_new_tokens, seed=f.seed,
+                         name=name)
+    return policy, revision, inputs
+
+
+def run(spec: AgentSpec, out: Path, *, model_dir: str | None = None, seeds_file: str | None = None,
+        tracker: Tracker | None = None, device: Any = "auto", log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The job body (also `venus data generate` and the tests)."""
+    from venus_core.data.store import DatasetWriter
+    from venus_core.flywheel.expanders import make_expander
+    from venus_core.flywheel.loop import Flywheel, Settings
+    from venus_core.flywheel.records import SOURCE, ImageMemo
+    from venus_core.flywheel.seeds import load_seeds, pool_seeds
+    from venus_core.flywheel.space import SimPhoneSpace
+    from venus_core.rl.online import held_out_tasks, sim_phone_tasks
+    from venus_core.runtime.online_rl import _phone_size, phone_source
+    from venus_core.scoring.judges import make_judge
+
+    f, o = spec.flywheel, spec.online_rl
+    out.mkdir(parents=True, exist_ok=True)
+    size = _phone_size(f.levels)
+    space = SimPhoneSpace(f.levels, size, f.candidates_per_round, f.first_seed, f.max_steps_per_episode, seed=f.seed)
+    seeds_path = seeds_file or f.seeds_file
+    seeds = load_seeds(seeds_path) if seeds_path else pool_seeds(
+        sim_phone_tasks(f.levels, range(o.train_tasks), size=size, max_steps=f.max_steps_per_episode))
+    for seed in seeds:
+        space.check_seed(seed)
+    pool = o.task_pool.model_copy(update={"held_out_levels": list(f.levels)})
+    held = held_out_tasks(pool, size=size, max_steps=f.max_steps_per_episode) if pool.held_out else []
+    judged = f.judge or f.verifier == "judge"
+    if judged and spec.scoring.judge == "rules":
+        raise ValueError("flywheel.judge / verifier=judge need an MLLM judge: scoring.judge is 'rules' (the data "
+                         "validators, which cannot see whether a goal was reached); set scoring.judge=openai or local")
+    policy, revision, inputs = _policy(spec, model_dir, out, device)
+    memo = ImageMemo()
+    tracker = tracker or JsonlTracker(out / "metrics.jsonl")
+    tracker.log_params({f"flywheel.{k}": v for k, v in f.model_dump(mode="json").items()})
+    settings = Settings(rounds=f.rounds, tasks_per_round=f.tasks_per_round, devices=f.devices,
+                        history_len=o.history_len, call_timeout_s=o.call_timeout_s,
+                        dedupe_similarity=o.task_pool.dedupe_similarity, dedupe_scope=o.task_pool.dedupe_scope,
+                        verifier=f.verifier, keep_threshold=spec.scoring.keep_threshold, policy_revision=revision)
+    with ExitStack() as stack:
+        judge = stack.enter_context(closing(make_judge(spec.scoring, open_image=memo,
+                                                        cache_path=out / "judge_cache.sqlite"))) if judged else None
+        expander = stack.enter_context(closing(make_expander(f, space=space)))
+        source = phone_source(stack, o, size, CLIENT, f.devices)
+        stack.callback(source.close)
+        writer = stack.enter_context(DatasetWriter(out / "dataset", sources=[SOURCE], overwrite=True,
+                                                   created_by=f"venus data generate (flywheel, {f.expander})"))
+        tasks_log = stack.enter_context(open(out / "tasks.jsonl", "w", encoding="utf-8"))
+        flywheel = Flywheel(settings, seeds, space, expander, source, policy, writer, memo, judge=judge,
+                            held_out=held, tasks_log=tasks_log, log=log)
+        for r in range(f.rounds):
+            row = flywheel.round(r)
+            flywheel.rounds.append(row)
+            tracker.log_metrics(_round_metrics(row), r)
+        summary = flywheel.summary()
+        devices = dict(source.stats)
+    report = {"provenance": provenance(JOB, spec, inputs), "policy": {"name": policy.name, "revision": revision},
+              "seeds": [vars(s) | {"examples": list(s.examples)} for s in seeds], "screen_size": list(size),
+              "held_out_tasks": len(held), **summary, "device_source": devices}
+    write_json_atomic(out / "report.json", report)
+    tracker.log_artifact(out / "report.json", "report.json")
+    return report
+
+
+def _round_metrics(row: dict[str, Any]) -> dict[str, float]:
+    s = row["success"]
+    out = {k: float(row[k]) for k in ("proposed", "unique", "feasible", "executed", "lost", "verified")}
+    out.update({"success_rate": float(s["value"]), "success_ci95_low": float(s["ci95_low"]),
+                "success_ci95_high": float(s["ci95_high"]), "device_minutes": float(row["devices"]["device_minutes"]),
+                "expander_calls": float(row["expander"]["calls"])})
+    if row["judge"] is not None:
+        out["judge_calls"] = float(row["judge"]["calls"])
+    if row["agreement"] is not None:
+        out["judge_rule_agreement"] = float(row["agreement"]["agreement"])
+    return out
+
+
+def table(report: dict[str, Any]) -> str:
+    """The per-round table (docs/flywheel.md prints it the same way)."""
+    head = "round  proposed  unique  feasible  executed  lost  verified  success [95 % CI]        dev-min  calls(exp/judge)"
+    lines = [head]
+    for row in report["rounds"]:
+        s = row["success"]
+        judge = (row["judge"] or {}).get("calls", 0)
+        lines.append(f"{row['round']:>5}  {row['proposed']:>8}  {row['unique']:>6}  {row['feasible']:>8}  "
+                     f"{row['executed']:>8}  {row['lost']:>4}  {row['verified']:>8}  "
+                     f"{s['value']:>6.1%} [{s['ci95_low']:.1%}, {s['ci95_high']:.1%}]  "
+                     f"{row['devices']['device_minutes']:>7.2f}  {row['expander']['calls']}/{judge}")
+    rise = report["rise"]
+    lines.append(f"last round beyond the first round's interval: {'yes' if rise['beyond_intervals'] else 'no'}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = job_parser(JOB, "The data flywheel: seeds -> tasks -> devices -> verified trajectories, in rounds.")
+    p.add_argument("--model", default=None, help="policy checkpoint directory (default: the spec's model.base)")
+    p.add_argument("--seeds", default=None, help="seed task prompts file (default: flywheel.seeds_file, else the "
+                   "task pool's static templates)")
+    p.add_argument("--device", default="auto", help="torch device of the policy model: auto, cpu, cuda, cuda:N")
+    args = p.parse_args(argv)
+    spec = load_job_spec(args)
+    out = Path(args.out)
+    with job_tracking(JOB, spec, out, section="flywheel") as tracker:
+        try:
+            report = run(spec, out, model_dir=args.model, seeds_file=args.seeds, tracker=tracker, device=args.device,
+                         log=lambda m: print(f"[{JOB}] {m}", flush=True))
+        except (ValueError, RuntimeError, FileNotFoundError) as exc:
+            print(f"{JOB}: error: {exc}", file=sys.stderr)
+            tracker.set_tags({"venus.error": str(exc)[:5000]})
+            return 1
+        tracker.record_provenance(report["provenance"])
+    print(table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
