@@ -20,6 +20,7 @@ from venus_core.cli import (
     devices_cmd,
     eval_cmd,
     gateway_cmd,
+    generate_cmd,
     import_cmd,
     merge_cmd,
     pipeline_cmd,
@@ -40,7 +41,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _module in (synth_cmd, import_cmd, score_cmd, collect_cmd):
+for _module in (synth_cmd, import_cmd, score_cmd, collect_cmd, generate_cmd):
     _module.register(data_app)
 app.add_typer(spec_app, name="spec")
 app.add_typer(data_app, name="data")

@@ -18,7 +18,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from venus_core.data.validate import ValidationReport
 
-data_app = typer.Typer(help="Dataset tools: generate synthetic datasets, validate dataset directories.", no_args_is_help=True)
+data_app = typer.Typer(help="Dataset tools: synthesize, import, collect, generate on devices (flywheel), score, validate.", no_args_is_help=True)
 
 
 @data_app.callback()

@@ -87,7 +87,7 @@ def _rules(spec: FlywheelSpec, *, space: Any, embedder: Any = None, **_: Any) ->
     return RuleExpander(space, embedder=embedder, explore=spec.explore, seed=spec.seed)
 
 
-def _openai(spec: FlywheelSpec, *, space: Any, **options: Any) -> Expander:
+def _openai(spec: FlywheelSpec, *, space: Any, embedder: Any = None, **options: Any) -> Expander:
     from venus_core.flywheel.openai_expander import OpenAIExpander
 
     assert spec.expander_endpoint and spec.expander_model  # the spec validates this
