@@ -28,6 +28,7 @@ def test_the_estimate_favours_candidates_like_the_verified_ones_and_round_zero_i
     assert same and other
     assert p[same].min() > 0.6 and p[other].max() < 0.55  # the prior (2/4 = 0.5) holds unrelated ones at ~0.5
     assert np.allclose(ex.estimate(cands, []), 0.5)  # no feedback: the prior alone
+    assert np.allclose(ex.estimate(cands, feedback, ["another seed"] * len(cands)), 0.5)  # other families: apart
     first = ex.expand(BOARD_SEEDS, 10, 0, [])
     assert len(first) == 10 and {p.how for p in first} == {"uniform"} and ex.last["uniform"] == 10
     chosen = ex.expand(BOARD_SEEDS, 10, 0, feedback)
@@ -48,4 +49,5 @@ def test_success_that_depends_on_nothing_does_not_move(tmp_path: Path) -> None:
     summary, _ = run_flywheel(tmp_path, CoinPolicy(p=0.4, seed=3), rounds=3, tasks=32)
     rates = [row["success"] for row in summary["rounds"]]
     assert not summary["rise"]["beyond_intervals"], rates
-    assert all(r["ci95_low"] <= 0.4 <= r["ci95_high"] for r in rates), rates
+    later = sum(r["k"] for r in rates[1:]) / sum(r["n"] for r in rates[1:])
+    assert abs(later - 0.4) < 0.15, rates  # seeds 0-5 pooled: 163/384 = 42.4 % in rounds 1-2 (measured)

@@ -7,13 +7,17 @@ here by an explicit estimate: each candidate start state that instantiates a see
 (`space.for_seed`) gets the kernel-weighted share of verified tasks among the executed ones
 (Nadaraya-Watson regression with a prior):
 
-    p(c) = (W0 * p_all + sum_e k(c, e) * verified_e) / (W0 + sum_e k(c, e))
+    p(c) = (W0 * p_seed + sum_e k(c, e) * verified_e) / (W0 + sum_e k(c, e))
     k(c, e) = exp(-(1 - cos(goal_c, goal_e)) / H_GOAL) * exp(-|point_c - point_e|^2 / (2 H_POINT^2))
 
-over every task `e` executed in earlier rounds, verified or not. `cos` is the task pool's embedder
-(the goal similarity its dedupe uses), `point` where the task's first planned action acts (the
-position factor is 1 when either task has none), `p_all` the overall verified share with a
-Laplace prior, W0 = 1. The round then takes the `1 - explore` share of its proposals with the
+over every task `e` of the same seed (the task family: app and level) executed in earlier rounds,
+verified or not. `cos` is the task pool's embedder (the goal similarity its dedupe uses), `point`
+where the task's first planned action acts (the position factor is 1 when either task has none),
+`p_seed` the seed's verified share with a Laplace prior, W0 = 1. Families are kept apart because
+the same goal at the same place is another task in another family: measured with the bootstrap
+policy, "Click the pink button" succeeded on level-1 boards and failed at the same place on
+level-0 boards (one button of random size), and a kernel across levels sent a round's proposals
+there (docs/flywheel.md). The round then takes the `1 - explore` share of its proposals with the
 highest p (ties in a seeded random order) and the rest uniformly from the remaining candidates, so
 families that were never tried keep being tried. Round 0 (no feedback) is uniform.
 
@@ -63,16 +67,21 @@ class RuleExpander:
                 self._vectors[g] = np.asarray(v, dtype=np.float64)
         return np.stack([self._vectors[g] for g in goals])
 
-    def estimate(self, candidates: Sequence[Candidate], feedback: Sequence[Example]) -> np.ndarray:
-        """p(c) of the module docstring, one per candidate."""
+    def estimate(self, candidates: Sequence[Candidate], feedback: Sequence[Example],
+                 seeds: Sequence[str] | None = None) -> np.ndarray:
+        """p(c) of the module docstring, one per candidate; `seeds[i]` is candidate i's seed key (None:
+        every candidate and example in one family)."""
         if not candidates:
             return np.zeros(0)
+        fam_c = list(seeds) if seeds is not None else [""] * len(candidates)
+        fam_e = [e.seed for e in feedback] if seeds is not None else [""] * len(feedback)
         y = np.array([e.verified for e in feedback], dtype=np.float64)
-        prior = (y.sum() + 1.0) / (len(y) + 2.0)
+        same = np.array([[a == b for b in fam_e] for a in fam_c], dtype=np.float64).reshape(len(fam_c), len(fam_e))
+        prior = (same @ y + 1.0) / (same.sum(axis=1) + 2.0)  # the family's verified share, Laplace prior
         if not len(y):
-            return np.full(len(candidates), prior)
+            return prior
         cos = self._embed([c.goal for c in candidates]) @ self._embed([e.goal for e in feedback]).T
-        k = np.exp(-(1.0 - np.clip(cos, -1.0, 1.0)) / H_GOAL)
+        k = np.exp(-(1.0 - np.clip(cos, -1.0, 1.0)) / H_GOAL) * same
         k *= _point_kernel([c.point for c in candidates], [e.point for e in feedback])
         return (PRIOR_WEIGHT * prior + k @ y) / (PRIOR_WEIGHT + k.sum(axis=1))
 
@@ -90,7 +99,7 @@ class RuleExpander:
             picked = rng.sample(range(len(items)), min(n, len(items)))
             self.last = {"candidates": len(items), "exploit": 0, "explore": 0, "uniform": len(picked)}
             return [self._proposal(items[i], "uniform", None) for i in picked]
-        scores = self.estimate([c for c, _ in items], feedback)
+        scores = self.estimate([c for c, _ in items], feedback, [seed for _, seed in items])
         tiebreak = [rng.random() for _ in items]
         order = sorted(range(len(items)), key=lambda i: (-scores[i], tiebreak[i]))
         n = min(n, len(items))
