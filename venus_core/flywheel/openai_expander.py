@@ -83,7 +83,6 @@ class OpenAIExpander:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self._failures: list[str] = []
-        self.last_prompts: list[str] = []  # the user turns of the last round (report, tests)
 
     def in_context(self, seed: Seed, feedback: Sequence[Example]) -> list[str]:
         """Up to `examples` distinct verified goals, this seed's first, the latest rounds first."""
@@ -96,7 +95,6 @@ class OpenAIExpander:
                                                   {"role": "user", "content": prompt}],
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed * 1009 + round_,
                 "response_format": {"type": "json_object"}}
-        self.last_prompts.append(prompt)
         try:
             return self.client.request(body, label=f"expand {seed.key}", parse=lambda texts: parse_tasks(texts[0], n),
                                        retry_on=(ExpansionReplyError,))  # type: ignore[return-value]
@@ -112,7 +110,6 @@ class OpenAIExpander:
             self.space.check_seed(seed)
         per = [n // len(seeds) + (1 if i < n % len(seeds) else 0) for i in range(len(seeds))]
         asks = [(s, k) for s, k in zip(seeds, per, strict=True) if k > 0]
-        self.last_prompts = []
         replies = self.client.map(lambda sk: self._ask(sk[0], sk[1], round_, self.in_context(sk[0], feedback)), asks)
         out: list[Proposal] = []
         used: set[str] = set()
