@@ -53,3 +53,27 @@ def test_pool_seeds_are_one_per_level_and_app_of_the_static_tasks() -> None:
         ("sim-phone:board:level=2", "Click the <...> button")]
     assert all(1 <= len(s.examples) <= 3 for s in seeds)
     assert all(any(s.matches(t.task.goal) for s in seeds if s.level == t.task.difficulty) for t in tasks)
+
+
+def test_miniwob_entries_name_the_task_and_have_no_level(tmp_path: Path) -> None:
+    web = tmp_path / "web.jsonl"
+    web.write_text(json.dumps({"env": "miniwob", "app": "click-button", "prompt": "Click on the <...> button."}) + "\n")
+    (seed,) = load_seeds(web)
+    assert (seed.key, seed.env, seed.app, seed.level) == ("miniwob:click-button:0", "miniwob", "click-button", 0)
+    for entry, why in [({"env": "miniwob", "app": "click-button", "level": 2, "prompt": "x"}, "no curriculum level"),
+                       ({"app": "board", "prompt": "x"}, "needs its curriculum level"),
+                       ({"env": "android", "app": "x", "level": 0, "prompt": "x"}, "env")]:
+        web.write_text(json.dumps(entry) + "\n")
+        with pytest.raises(ValueError, match=f"web.jsonl line 1: .*{why}"):
+            load_seeds(web)
+
+
+def test_the_spec_checks_the_web_fields() -> None:
+    from venus_core.config.flywheel import FlywheelSpec
+
+    # the phones' field is not used on the web
+    assert FlywheelSpec(env="miniwob", candidates_per_round=40000).web_candidates_per_round == 48
+    with pytest.raises(ValueError, match="web_candidates_per_round = 140000 passes the training seeds"):
+        FlywheelSpec(env="miniwob", rounds=3, first_seed=20000, web_candidates_per_round=40000)
+    with pytest.raises(ValueError, match="lists a task twice"):
+        FlywheelSpec(web_tasks=["click-button", "click-button"])

@@ -21,7 +21,9 @@ Success is the page's raw reward (`WOB_RAW_REWARD_GLOBAL`, not time-scaled) reac
 Tasks are referenced by `success_check = "miniwob:<task>,seed=<S>"`; `MiniWobEnv.make_task`
 generates the episode once to read its utterance into `Task.goal`, and `reset` regenerates it
 (deterministic for a seed; a page that `make_task` has just generated is used as is) and checks
-that the goal matches. Departures: the page is reloaded on
+that the goal matches. `page_fingerprint` names the generated start state by its layout (what the
+task area shows and where), so that two seeds that build the same page are recognisably one task
+(the data flywheel's uniqueness check). Departures: the page is reloaded on
 every reset (miniwob reuses it; a reload makes an episode depend only on its seed, at ~50 ms); the
 episode timer defaults to 10 minutes instead of MiniWoB's 10 s, so that a slow model's thinking
 does not fail episodes (pass `episode_ms=10_000` for the original protocol). As in miniwob, the
@@ -66,6 +68,16 @@ _STATE_JS = """() => (typeof WOB_DONE_GLOBAL === 'undefined' || typeof core === 
   : {done: WOB_DONE_GLOBAL, reward: WOB_REWARD_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL,
      reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON), ready: WOB_TASK_READY,
      episode: WOB_EPISODE_ID, on_task: true}"""
+
+# the task area (#wrap) and the jQuery UI widgets the page appends to <body> (dialogs, menus):
+# every element's tag, id, class, box (CSS px) and, for leaves, its text
+_LAYOUT_JS = """() => Array.from(document.querySelectorAll(
+    '#wrap, #wrap *, body > .ui-widget, body > .ui-widget *')).map((el) => {
+  const r = el.getBoundingClientRect();
+  return [el.tagName, el.id, String(el.className || ''), Math.round(r.left), Math.round(r.top),
+          Math.round(r.width), Math.round(r.height),
+          el.children.length ? '' : (el.textContent || '').trim(), el.value === undefined ? null : el.value];
+})"""
 
 
 @functools.lru_cache(maxsize=1)
@@ -175,6 +187,15 @@ class MiniWobEnv(WebEnv):
         self._check_open()
         self.state = self.host.call(self._read_state())
         return self.state
+
+    def page_fingerprint(self) -> str:
+        """`miniwob-page:<sha256 prefix>` of the page's layout now (`_LAYOUT_JS`): equal for two
+        seeds that generate the same page, different when any element, box or text differs."""
+        import hashlib
+        import json
+
+        layout = json.dumps(self.evaluate(_LAYOUT_JS), separators=(",", ":"), ensure_ascii=False)
+        return "miniwob-page:" + hashlib.sha256(layout.encode("utf-8")).hexdigest()[:16]
 
     def utterance(self) -> str:
         return str(self.evaluate("() => core.getUtterance()"))

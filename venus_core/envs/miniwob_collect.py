@@ -88,6 +88,20 @@ def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAUL
     return OracleEpisode(task, seed, steps, reward, success, error, env.screen)
 
 
+def oracle_steps(env: MiniWobEnv, names: Sequence[str], max_steps: int, *, seed: int = 0) -> dict[str, int]:
+    """Expected steps of each MiniWoB task: the length of its oracle's solved episode on `seed` (the
+    one-screen tasks solve in the same number of steps whatever the seed; click-checkboxes does not:
+    an estimate there). ValueError naming the task when its oracle does not solve it."""
+    out: dict[str, int] = {}
+    for name in names:
+        ep = run_oracle(env, name, seed, max_steps=max_steps)
+        if not ep.success:
+            raise ValueError(f"the oracle of {name!r} did not solve seed {seed} ({ep.error}); expected steps come "
+                             "from the oracle")
+        out[name] = len(ep.steps)
+    return out
+
+
 def to_trajectory(ep: OracleEpisode, writer: DatasetWriter) -> Trajectory:
     """The episode as a Trajectory record (its screenshots stored in `writer`)."""
     steps = []

@@ -10,7 +10,8 @@ timeouts, replacement), the envs' own success checks, the data stage's judge bac
 dataset format.
 
 Modules: `seeds` (seed prompts: a file or the task pool's static templates), `space` (where a
-seed's tasks are instantiated: the sim phone's generator, feasibility), `expanders` (the registry:
+seed's tasks are instantiated: the sim phone's generator, feasibility), `web_space` (the same on
+MiniWoB++ pages: one seed per task, page seeds as candidates), `expanders` (the registry:
 `rules` and `openai`), `openai_expander`, `verify` (rules vs judge, agreement), `records`
 (trajectories -> dataset records with provenance) and `loop` (the rounds and their report).
 

@@ -77,7 +77,7 @@ class Settings:
 class Flywheel:
     settings: Settings
     seeds: Sequence[Seed]
-    space: Any  # SimPhoneSpace
+    space: Any  # space.SimPhoneSpace | web_space.MiniWobSpace
     expander: Expander
     source: EnvSource
     policy: Policy
@@ -217,10 +217,12 @@ class Flywheel:
             "infeasible_reasons": Counter(str(x["reason"])[:120] for x in lines
                                           if x.get("status") == "infeasible").most_common(5),
             "unplannable_candidates": getattr(self.space, "unplannable", {}).get(r, 0),
+            "generated": getattr(self.space, "generated", {}).get(r),  # web: pages loaded, no_point, seconds
             "executed": executed, "lost": status["lost"], "verified": status["verified"],
             "written": sum(bool(x.get("written")) for x in lines),
             "success": rate(lambda x: True),
             "by_level": {str(lv): rate(lambda x, lv=lv: x.get("level") == lv) for lv in levels},
+            "by_seed": {k: rate(lambda x, k=k: x.get("seed") == k) for k in sorted({x["seed"] for x in lines})},
             "by_how": {h: rate(lambda x, h=h: x.get("how") == h) for h in sorted({x.get("how") or "" for x in lines})},
             "distinct_goals": len({normalise(x["goal"]) for x in lines if x.get("status") in ("verified", "unverified")}),
             "expander": {"calls": exp.calls - exp_before[0],

@@ -28,8 +28,8 @@ from venus_core.models.openai_client import ChatClient, ChatError, ChatGaveUp
 
 API_KEY_ENV = "VENUS_EXPANDER_API_KEY"
 MAX_GOAL_CHARS = 300
-SYSTEM = ("You write tasks for a GUI agent that operates a phone. Each task is one concrete goal the agent can "
-          "complete on the app described. Reply with exactly one JSON object: "
+SYSTEM = ("You write tasks for a GUI agent that operates a phone or a web page. Each task is one concrete goal the "
+          "agent can complete on the app or page described. Reply with exactly one JSON object: "
           '{"tasks": [{"goal": "..."}]}.')
 
 
@@ -57,7 +57,9 @@ def parse_tasks(text: str, n: int) -> list[str]:
 
 def expansion_prompt(seed: Seed, n: int, verified: Sequence[str]) -> str:
     """The user turn: the seed, its examples, the verified tasks (in-context), the request."""
-    lines = [f"App: {seed.app} (curriculum level {seed.level}).", f"Task prompt: {seed.prompt}"]
+    where = (f"Web page: the MiniWoB++ task {seed.app}." if seed.env == "miniwob"
+             else f"App: {seed.app} (curriculum level {seed.level}).")
+    lines = [where, f"Task prompt: {seed.prompt}"]
     if seed.examples:
         lines += ["Examples of tasks of this kind:", *(f"- {g}" for g in seed.examples)]
     if verified:

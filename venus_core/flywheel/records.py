@@ -8,9 +8,10 @@ trajectory with no valid step cannot be a record (the schema needs one step) and
 `unrecordable`.
 
 Provenance (`Provenance.extra`): round, seed prompt key, expander, policy and its revision, the
-verifier that decided, the rule and judge verdicts, the success reference and level; `seed` is
-the synthetic seed of the start state. `meta.success_check` is what the online task pool's
-`dynamic_tasks` reads, so a flywheel dataset can also feed online RL's pool.
+verifier that decided, the rule and judge verdicts, the env, the success reference and level;
+`seed` is the synthetic seed of the start state (the page seed on MiniWoB++). `meta.success_check`
+is what the online task pool's `dynamic_tasks` reads, so a flywheel dataset can also feed online
+RL's pool.
 
 Screenshots go through an `ImageMemo` first (PNG bytes by their content ref): the judge opens them
 from it before anything is written, and only the verified records' images reach the dataset.
@@ -85,7 +86,7 @@ def to_record(traj: Rollout, memo: ImageMemo, *, platform: str, round_: int, see
         provenance=Provenance(source=SOURCE, source_id=task.key, generator=f"{GENERATOR}/{expander}",
                               seed=synth_seed(ref),
                               extra={"round": round_, "seed_prompt": seed, "expander": expander, "policy": policy,
-                                     "policy_revision": policy_revision, "success_check": ref,
+                                     "policy_revision": policy_revision, "env": task.env, "success_check": ref,
                                      "level": int(task.task.difficulty), **(extra or {})}),
         meta={"success_check": ref, "invalid_steps": traj.invalid, "steps_taken": traj.length,
               "truncated": traj.truncated, "simulated": task.env == "sim-phone"})

@@ -9,7 +9,10 @@ model that writes goals.
 Without a seeds file, `pool_seeds` derives one seed per (level, app) from the online task pool's
 static sim-phone tasks (`rl.online.sim_phone_tasks`): the template is the goals' longest common
 leading and trailing words around `<...>` ("Click the <...> button" for the board levels), so a
-seed covers every static task of its app and level.
+seed covers every static task of its app and level. On MiniWoB++ (env `miniwob`) the app is the
+task and there are no levels: one seed per task, from a sample of its pages (`web_space`), e.g.
+`Click on the <...> button.`; in a seeds file a MiniWoB++ entry names the task as its app and
+leaves the level out (or 0).
 
 Seed files are JSONL (one object per line) or YAML (a list); every entry is validated and an error
 names the file and the entry (fail closed).
@@ -22,9 +25,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PLACEHOLDER = re.compile(r"<[^<>]*>")
 MAX_EXAMPLES = 3
@@ -49,11 +52,20 @@ class Seed:
 class _SeedEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    env: str = Field("sim-phone", description="environment")
-    app: str = Field(..., min_length=1, description="app of the synthetic phone (its registry name)")
-    level: int = Field(..., ge=0, le=6, description="curriculum level")
+    env: Literal["sim-phone", "miniwob"] = Field("sim-phone", description="environment")
+    app: str = Field(..., min_length=1, description="app of the synthetic phone (its registry name), or the "
+                     "MiniWoB++ task")
+    level: int | None = Field(None, ge=0, le=6, description="curriculum level (sim-phone; none or 0 on miniwob)")
     prompt: str = Field(..., min_length=1, description="task prompt; <...> marks a parameter")
     examples: list[str] = Field(default_factory=list, description="example goals")
+
+    @model_validator(mode="after")
+    def _level(self) -> _SeedEntry:
+        if self.env == "sim-phone" and self.level is None:
+            raise ValueError("level: a sim-phone seed needs its curriculum level")
+        if self.env == "miniwob" and self.level not in (None, 0):
+            raise ValueError("level: MiniWoB++ tasks have no curriculum level (leave it out)")
+        return self
 
 
 def normalise(text: str) -> str:
@@ -100,8 +112,8 @@ def load_seeds(path: str | Path) -> list[Seed]:
             problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '<entry>'}: {err['msg']}"
                                  for err in exc.errors(include_url=False))
             raise ValueError(f"seeds file {path} {where}: {problems}") from None
-        seeds.append(Seed(f"{e.env}:{e.app}:level={e.level}:{i}", e.env, e.app, e.level, e.prompt,
-                          tuple(e.examples)))
+        level = e.level or 0
+        seeds.append(Seed(f"{seed_key(e.env, e.app, level)}:{i}", e.env, e.app, level, e.prompt, tuple(e.examples)))
     if not seeds:
         raise ValueError(f"seeds file {path}: no seeds")
     return seeds
@@ -124,17 +136,22 @@ def common_template(goals: Sequence[str]) -> str:
     return " ".join(words[0][:head] + middle + (words[0][len(words[0]) - tail:] if tail else []))
 
 
+def seed_key(env: str, app: str, level: int) -> str:
+    """`sim-phone:<app>:level=<L>`; `miniwob:<task>` (MiniWoB++ has no levels)."""
+    return f"{env}:{app}" if env == "miniwob" else f"{env}:{app}:level={level}"
+
+
 def pool_seeds(tasks: Sequence[Any]) -> list[Seed]:
-    """One seed per (level, app) of the task pool's static sim-phone tasks (`PoolTask`s), in order."""
-    groups: dict[tuple[int, str], list[str]] = {}
+    """One seed per (env, level, app) of the task pool's static tasks (`PoolTask`s), in order."""
+    groups: dict[tuple[str, int, str], list[str]] = {}
     for t in tasks:
-        groups.setdefault((int(t.task.difficulty), t.task.app or ""), []).append(t.task.goal)
+        groups.setdefault((t.env, int(t.task.difficulty), t.task.app or ""), []).append(t.task.goal)
     seeds = []
-    for (level, app), goals in groups.items():
+    for (env, level, app), goals in groups.items():
         distinct = list(dict.fromkeys(goals))
-        seeds.append(Seed(f"sim-phone:{app}:level={level}", "sim-phone", app, level, common_template(distinct),
+        seeds.append(Seed(seed_key(env, app, level), env, app, level, common_template(distinct),
                           tuple(distinct[:MAX_EXAMPLES])))
     return seeds
 
 
-__all__ = ["Seed", "common_template", "load_seeds", "normalise", "pool_seeds", "template_regex"]
+__all__ = ["Seed", "common_template", "load_seeds", "normalise", "pool_seeds", "seed_key", "template_regex"]

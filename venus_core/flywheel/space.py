@@ -16,6 +16,9 @@ Click / LongPress / ..., None for other actions).
 Feasibility (`infeasible`): a task must be a sim-phone task with a success check, a training seed,
 a plan within the step limit and the devices' screen size; a proposal that names no start state is
 infeasible with the reason.
+
+`CandidateSpace` is what this space and the MiniWoB++ one (`web_space.MiniWobSpace`: pages of a
+web task instead of boards of a level) share: the round windows and the lookups by seed.
 """
 
 from __future__ import annotations
@@ -58,8 +61,79 @@ def first_point(task: PoolTask) -> Point | None:
     return (int(box[0]), int(box[1])) if box is not None else None
 
 
+class CandidateSpace:
+    """What the sim-phone and the MiniWoB++ spaces share: the rounds' seed windows and the lookups by
+    seed. A subclass has `first_seed`, `per_round`, `seed`, `env`, `candidates(family, round_)` and
+    `family(seed)` (the level on the phone, the task on the web), and checks its seeds."""
+
+    env: str
+    first_seed: int
+    per_round: int
+    max_steps: int
+    seed: int
+
+    def family(self, seed: Seed) -> object:
+        raise NotImplementedError
+
+    def where(self, window: range) -> str:
+        """What a proposal without a start state was not found among (for its reason)."""
+        raise NotImplementedError
+
+    def refused(self, task: PoolTask) -> str | None:
+        """The env's own checks of a task's success reference: why it cannot run, or None."""
+        raise NotImplementedError
+
+    def infeasible(self, task: PoolTask | None, goal: str = "", round_: int = 0) -> str | None:
+        """Why `task` cannot run on this flywheel's devices, or None when it can."""
+        if task is None:
+            return f"no {self.where(self.window(round_))} has the goal {goal!r}"
+        if task.env != self.env:
+            return f"env {task.env!r} is not {self.env!r}"
+        why = self.refused(task)
+        if why is None and task.expected_steps > self.max_steps:
+            why = f"{task.expected_steps} expected steps exceed the step limit {self.max_steps}"
+        return why
+
+    def candidates(self, family: object, round_: int) -> list[Candidate]:
+        raise NotImplementedError
+
+    def fits(self, seed: Seed) -> str | None:
+        """Why this space cannot instantiate `seed` (its env already checked), or None."""
+        raise NotImplementedError
+
+    def check_seed(self, seed: Seed) -> None:
+        """Fail closed on a seed this space cannot instantiate."""
+        why = (f"env {seed.env!r}; this flywheel runs on {self.env!r}" if seed.env != self.env else self.fits(seed))
+        if why is not None:
+            raise ValueError(f"seed {seed.key}: {why}")
+
+    def window(self, round_: int) -> range:
+        start = self.first_seed + round_ * self.per_round
+        seeds = range(start, start + self.per_round)
+        if seeds.start < TRAIN_SEEDS.start or seeds.stop > TRAIN_SEEDS.stop:
+            raise ValueError(f"round {round_}: seeds {seeds.start}..{seeds.stop - 1} leave the training seeds "
+                             f"{TRAIN_SEEDS.start}..{TRAIN_SEEDS.stop - 1}")
+        return seeds
+
+    def for_seed(self, seed: Seed, round_: int) -> list[Candidate]:
+        """The round's candidates that instantiate `seed` (its family, its app, a goal fitting its prompt)."""
+        self.check_seed(seed)
+        return [c for c in self.candidates(self.family(seed), round_)
+                if (c.task.task.app or "") == seed.app and seed.matches(c.goal)]
+
+    def resolve(self, goal: str, seed: Seed, round_: int, used: set[str]) -> Candidate | None:
+        """A start state of the round whose task has exactly this goal (case and spacing ignored) and
+        is not in `used`; seeded choice among them; None when the generator has no such state."""
+        want = normalise(goal)
+        found = [c for c in self.candidates(self.family(seed), round_)
+                 if normalise(c.goal) == want and c.key not in used]
+        if not found:
+            return None
+        return random.Random(f"{self.seed}:{round_}:{want}:{len(used)}").choice(found)
+
+
 @dataclass
-class SimPhoneSpace:
+class SimPhoneSpace(CandidateSpace):
     """Candidate start states of the sim phone for `levels` at one screen `size`."""
 
     levels: Sequence[int]
@@ -74,24 +148,18 @@ class SimPhoneSpace:
     unplannable: dict[int, int] = field(default_factory=dict)  # round -> candidates rejected by the builder
     _cache: dict[tuple[int, int], list[Candidate]] = field(default_factory=dict)
 
-    def window(self, round_: int) -> range:
-        start = self.first_seed + round_ * self.per_round
-        seeds = range(start, start + self.per_round)
-        if seeds.start < TRAIN_SEEDS.start or seeds.stop > TRAIN_SEEDS.stop:
-            raise ValueError(f"round {round_}: seeds {seeds.start}..{seeds.stop - 1} leave the training seeds "
-                             f"{TRAIN_SEEDS.start}..{TRAIN_SEEDS.stop - 1}")
-        return seeds
+    def family(self, seed: Seed) -> int:
+        return seed.level
 
-    def check_seed(self, seed: Seed) -> None:
-        """Fail closed on a seed this space cannot instantiate."""
-        if seed.env != self.env:
-            raise ValueError(f"seed {seed.key}: env {seed.env!r}; this flywheel runs on {self.env!r}")
+    def fits(self, seed: Seed) -> str | None:
         if seed.level not in self.levels:
-            raise ValueError(f"seed {seed.key}: level {seed.level} is not among flywheel.levels {list(self.levels)} "
-                             f"(the devices serve one screen size, {self.size[0]}x{self.size[1]})")
+            return (f"level {seed.level} is not among flywheel.levels {list(self.levels)} (the devices serve one "
+                    f"screen size, {self.size[0]}x{self.size[1]})")
+        return None
 
-    def candidates(self, level: int, round_: int) -> list[Candidate]:
+    def candidates(self, level: object, round_: int) -> list[Candidate]:
         """The round's start states of `level` (cached), in seed order."""
+        assert isinstance(level, int)
         got = self._cache.get((level, round_))
         if got is None:
             bad: Rejected = []
@@ -101,32 +169,13 @@ class SimPhoneSpace:
             got = self._cache[(level, round_)] = [Candidate(t, first_point(t)) for t in tasks]
         return got
 
-    def for_seed(self, seed: Seed, round_: int) -> list[Candidate]:
-        """The round's candidates that instantiate `seed` (its level, its app, a goal fitting its prompt)."""
-        self.check_seed(seed)
-        return [c for c in self.candidates(seed.level, round_)
-                if (c.task.task.app or "") == seed.app and seed.matches(c.goal)]
+    def where(self, window: range) -> str:
+        return f"start state of the sim phone (levels {list(self.levels)}, seeds {window.start}..{window.stop - 1})"
 
-    def resolve(self, goal: str, seed: Seed, round_: int, used: set[str]) -> Candidate | None:
-        """A start state of the round whose task has exactly this goal (case and spacing ignored) and
-        is not in `used`; seeded choice among them; None when the generator has no such state."""
-        want = normalise(goal)
-        found = [c for c in self.candidates(seed.level, round_) if normalise(c.goal) == want and c.key not in used]
-        if not found:
-            return None
-        return random.Random(f"{self.seed}:{round_}:{want}:{len(used)}").choice(found)
-
-    def infeasible(self, task: PoolTask | None, goal: str = "", round_: int = 0) -> str | None:
-        """Why `task` cannot run on this flywheel's devices, or None when it can."""
-        if task is None:
-            w = self.window(round_)
-            return (f"no start state of the sim phone (levels {list(self.levels)}, seeds {w.start}..{w.stop - 1}) "
-                    f"has the goal {goal!r}")
+    def refused(self, task: PoolTask) -> str | None:
         from venus_core.envs.base import EnvError
         from venus_core.envs.simphone import SynthRef
 
-        if task.env != self.env:
-            return f"env {task.env!r} is not {self.env!r}"
         try:
             ref = SynthRef.parse(task.task.success_check)
         except EnvError as exc:
@@ -137,9 +186,6 @@ class SimPhoneSpace:
             return f"seed {ref.seed} is an evaluation / held-out seed"
         if ref.size != tuple(self.size):
             return f"made for {ref.size[0]}x{ref.size[1]} screens; the devices are {self.size[0]}x{self.size[1]}"
-        if task.expected_steps > self.max_steps:
-            return f"{task.expected_steps} planned steps exceed the step limit {self.max_steps}"
         return None
 
-
-__all__ = ["Candidate", "Point", "SimPhoneSpace", "first_point"]
+__all__ = ["Candidate", "CandidateSpace", "Point", "SimPhoneSpace", "first_point"]

@@ -7,8 +7,12 @@ Rounds of seed expansion -> uniqueness -> feasibility -> execution on leased dev
 `online_rl.device_service` (a SimPhoneFarm on loopback, phones leased from $VENUS_DEVICE_REGISTRY,
 or in process), with `online_rl.call_timeout_s` and its fault handling; uniqueness uses
 `online_rl.task_pool`'s threshold and scope, against its held-out tasks at the flywheel's levels.
-The policy is `--model` (default: the spec's `model.base`, e.g. the shipped bootstrap), or
-`flywheel.policy_server`, or the planner (`flywheel.policy: oracle`). The judge, when asked for
+With `flywheel.env: miniwob` the tasks are MiniWoB++ pages (`flywheel.web_tasks`, default every
+task with a DOM oracle) played in online RL's web envs: browser contexts in process, one shared
+headless Chromium (browsers are not leased through the gateway yet, as in online RL); the
+held-out tasks are online RL's web ones. The policy is `--model` (default: the spec's
+`model.base`, e.g. the shipped bootstrap), or `flywheel.policy_server`, or the scripted oracle
+(`flywheel.policy: oracle`: the synthetic world's planner, or MiniWoB++'s DOM oracles). The judge, when asked for
 (`flywheel.judge` or `verifier: judge`), is `scoring.judge` (an MLLM backend), cached in
 OUT/judge_cache.sqlite.
 
@@ -37,6 +41,10 @@ CLIENT = "flywheel"
 def _policy(spec: AgentSpec, model_dir: str | None, work: Path, device: Any) -> tuple[Any, str, list[str]]:
     """(rollout policy, its revision, provenance inputs)."""
     f = spec.flywheel
+    if f.policy == "oracle" and f.env == "miniwob":
+        from venus_core.rl.online.miniwob_policy import MiniWobOraclePolicy
+
+        return MiniWobOraclePolicy(), "miniwob-dom-oracles", []
     if f.policy == "oracle":
         from venus_core.envs.simphone import synth_plan
         from venus_core.rl.online.policy import ScriptedPolicy
@@ -69,6 +77,56 @@ def _policy(spec: AgentSpec, model_dir: str | None, work: Path, device: Any) -> 
     return policy, revision, inputs
 
 
+def _sim_phone(stack: ExitStack, spec: AgentSpec, seeds_path: str | None) -> tuple[Any, list[Any], list[Any], Any,
+                                                                                   dict[str, Any]]:
+    """(space, seeds, held-out tasks, env source, report fields) on simulated phones."""
+    from venus_core.flywheel.seeds import load_seeds, pool_seeds
+    from venus_core.flywheel.space import SimPhoneSpace
+    from venus_core.rl.online import held_out_tasks, sim_phone_tasks
+    from venus_core.runtime.online_rl import _phone_size, phone_source
+
+    f, o = spec.flywheel, spec.online_rl
+    size = _phone_size(f.levels)
+    space = SimPhoneSpace(f.levels, size, f.candidates_per_round, f.first_seed, f.max_steps_per_episode, seed=f.seed)
+    seeds = load_seeds(seeds_path) if seeds_path else pool_seeds(
+        sim_phone_tasks(f.levels, range(o.train_tasks), size=size, max_steps=f.max_steps_per_episode))
+    for seed in seeds:
+        space.check_seed(seed)
+    pool = o.task_pool.model_copy(update={"held_out_levels": list(f.levels)})
+    held = held_out_tasks(pool, size=size, max_steps=f.max_steps_per_episode) if pool.held_out else []
+    source = phone_source(stack, o, size, CLIENT, f.devices)
+    stack.callback(source.close)
+    return space, seeds, held, source, {"screen_size": list(size)}
+
+
+def _miniwob(stack: ExitStack, spec: AgentSpec, seeds_path: str | None) -> tuple[Any, list[Any], list[Any], Any,
+                                                                                  dict[str, Any]]:
+    """(space, seeds, held-out tasks, env source, report fields) on MiniWoB++ pages: one page of its own
+    generates the candidates; the rollouts run in online RL's web envs (browser contexts in process,
+    not leased through the gateway yet)."""
+    from venus_core.envs import MiniWobEnv
+    from venus_core.envs.miniwob_oracle import SOLVERS
+    from venus_core.flywheel.seeds import load_seeds, pool_seeds
+    from venus_core.flywheel.web_space import MiniWobSpace
+    from venus_core.runtime.online_rl import web_source
+
+    f, o = spec.flywheel, spec.online_rl
+    page = stack.enter_context(MiniWobEnv(wait_s=0.0))
+    seeds = load_seeds(seeds_path) if seeds_path else None
+    names = list(dict.fromkeys(s.app for s in seeds)) if seeds else (f.web_tasks or sorted(SOLVERS))
+    space = MiniWobSpace(page, names, f.web_candidates_per_round, f.first_seed, f.max_steps_per_episode, seed=f.seed)
+    if seeds is None:
+        seeds = pool_seeds(space.sample())
+    for seed in seeds:
+        space.check_seed(seed)
+    held = space.held_out(o.web_tasks, o.task_pool.held_out) if o.task_pool.held_out else []
+    source = web_source()
+    stack.callback(source.close)
+    return space, seeds, held, source, {"web": {
+        "tasks": list(space.tasks), "expected_steps": dict(space.steps), "steps_assumed": list(space.assumed),
+        "devices": "MiniWoB++ browser contexts in process (browsers are not leased through the gateway yet)"}}
+
+
 def run(spec: AgentSpec, out: Path, *, model_dir: str | None = None, seeds_file: str | None = None,
         tracker: Tracker | None = None, device: Any = "auto", log: Callable[[str], None] = print) -> dict[str, Any]:
     """The job body (also `venus data generate` and the tests)."""
@@ -76,41 +134,30 @@ def run(spec: AgentSpec, out: Path, *, model_dir: str | None = None, seeds_file:
     from venus_core.flywheel.expanders import make_expander
     from venus_core.flywheel.loop import Flywheel, Settings
     from venus_core.flywheel.records import SOURCE, ImageMemo
-    from venus_core.flywheel.seeds import load_seeds, pool_seeds
-    from venus_core.flywheel.space import SimPhoneSpace
-    from venus_core.rl.online import held_out_tasks, sim_phone_tasks
-    from venus_core.runtime.online_rl import _phone_size, phone_source
     from venus_core.scoring.judges import make_judge
 
     f, o = spec.flywheel, spec.online_rl
     out.mkdir(parents=True, exist_ok=True)
-    size = _phone_size(f.levels)
-    space = SimPhoneSpace(f.levels, size, f.candidates_per_round, f.first_seed, f.max_steps_per_episode, seed=f.seed)
-    seeds_path = seeds_file or f.seeds_file
-    seeds = load_seeds(seeds_path) if seeds_path else pool_seeds(
-        sim_phone_tasks(f.levels, range(o.train_tasks), size=size, max_steps=f.max_steps_per_episode))
-    for seed in seeds:
-        space.check_seed(seed)
-    pool = o.task_pool.model_copy(update={"held_out_levels": list(f.levels)})
-    held = held_out_tasks(pool, size=size, max_steps=f.max_steps_per_episode) if pool.held_out else []
     judged = f.judge or f.verifier == "judge"
     if judged and spec.scoring.judge == "rules":
         raise ValueError("flywheel.judge / verifier=judge need an MLLM judge: scoring.judge is 'rules' (the data "
                          "validators, which cannot see whether a goal was reached); set scoring.judge=openai or local")
-    policy, revision, inputs = _policy(spec, model_dir, out, device)
     memo = ImageMemo()
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
     tracker.log_params({f"flywheel.{k}": v for k, v in f.model_dump(mode="json").items()})
-    settings = Settings(rounds=f.rounds, tasks_per_round=f.tasks_per_round, devices=f.devices,
-                        history_len=o.history_len, call_timeout_s=o.call_timeout_s,
-                        dedupe_similarity=o.task_pool.dedupe_similarity, dedupe_scope=o.task_pool.dedupe_scope,
-                        verifier=f.verifier, keep_threshold=spec.scoring.keep_threshold, policy_revision=revision)
     with ExitStack() as stack:
+        space, seeds, held, source, where = (_miniwob if f.env == "miniwob" else _sim_phone)(
+            stack, spec, seeds_file or f.seeds_file)
+        policy, revision, inputs = _policy(spec, model_dir, out, device)
+        if hasattr(policy, "close"):
+            stack.callback(policy.close)
+        settings = Settings(rounds=f.rounds, tasks_per_round=f.tasks_per_round, devices=f.devices,
+                            history_len=o.history_len, call_timeout_s=o.call_timeout_s,
+                            dedupe_similarity=o.task_pool.dedupe_similarity, dedupe_scope=o.task_pool.dedupe_scope,
+                            verifier=f.verifier, keep_threshold=spec.scoring.keep_threshold, policy_revision=revision)
         judge = stack.enter_context(closing(make_judge(spec.scoring, open_image=memo,
                                                         cache_path=out / "judge_cache.sqlite"))) if judged else None
         expander = stack.enter_context(closing(make_expander(f, space=space)))
-        source = phone_source(stack, o, size, CLIENT, f.devices)
-        stack.callback(source.close)
         writer = stack.enter_context(DatasetWriter(out / "dataset", sources=[SOURCE], overwrite=True,
                                                    created_by=f"venus data generate (flywheel, {f.expander})"))
         tasks_log = stack.enter_context(open(out / "tasks.jsonl", "w", encoding="utf-8"))
@@ -123,7 +170,7 @@ def run(spec: AgentSpec, out: Path, *, model_dir: str | None = None, seeds_file:
         summary = flywheel.summary()
         devices = dict(source.stats)
     report = {"provenance": provenance(JOB, spec, inputs), "policy": {"name": policy.name, "revision": revision},
-              "seeds": [vars(s) | {"examples": list(s.examples)} for s in seeds], "screen_size": list(size),
+              "env": f.env, "seeds": [vars(s) | {"examples": list(s.examples)} for s in seeds], **where,
               "held_out_tasks": len(held), **summary, "device_source": devices}
     write_json_atomic(out / "report.json", report)
     tracker.log_artifact(out / "report.json", "report.json")

@@ -94,10 +94,19 @@ def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[A
         yield TaskPool(tasks, o.task_pool, seed=o.seed, held_out=held), source, held
 
 
+def web_source() -> Any:
+    """MiniWoB++ envs as an EnvSource: browser contexts made in process in the shared headless Chromium
+    (browsers are not leased through the gateway yet). Also the data flywheel's web devices."""
+    from venus_core.envs import MiniWobEnv
+    from venus_core.rl.online.devices import LocalEnvs
+
+    return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web")
+
+
 def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     from venus_core.envs import MiniWobEnv
+    from venus_core.envs.miniwob_collect import oracle_steps
     from venus_core.rl.online import HELD_OUT_SEED_START, miniwob_tasks
-    from venus_core.rl.online.devices import LocalEnvs
     from venus_core.rl.online.sources import pool_task
 
     o = spec.online_rl
@@ -106,27 +115,15 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     def make(name: str, seed: int) -> Any:
         return page.make_task(name, seed, max_steps=o.max_steps_per_episode)
 
-    steps = _oracle_steps(page, o.web_tasks, o.max_steps_per_episode)
+    try:
+        steps = oracle_steps(page, o.web_tasks, o.max_steps_per_episode)
+    except ValueError as exc:
+        raise ValueError(f"online_rl.web_tasks: {exc}") from None
     per_name = max(1, o.train_tasks // len(o.web_tasks))
     tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=lambda t: steps[t.app or ""])
     names = [o.web_tasks[i % len(o.web_tasks)] for i in range(o.task_pool.held_out)]
     held = [pool_task("miniwob", make(n, HELD_OUT_SEED_START + i), steps[n], "static") for i, n in enumerate(names)]
-    return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web"), tasks, held
-
-
-def _oracle_steps(page: Any, names: Sequence[str], max_steps: int) -> dict[str, int]:
-    """Expected steps of each MiniWoB task: the length of its oracle's solved episode (seed 0; the
-    one-screen tasks of the pool solve in the same number of steps whatever the seed)."""
-    from venus_core.envs.miniwob_collect import run_oracle
-
-    out: dict[str, int] = {}
-    for name in names:
-        ep = run_oracle(page, name, 0, max_steps=max_steps)
-        if not ep.success:
-            raise ValueError(f"online_rl.web_tasks: the oracle of {name!r} did not solve it ({ep.error}); "
-                             "expected steps come from the oracle")
-        out[name] = len(ep.steps)
-    return out
+    return web_source(), tasks, held
 
 
 def _by_bucket(result: Any) -> dict[str, Any]:

@@ -73,9 +73,9 @@ class PredictorPolicy:
         return [Completion(text) for text in self.predictor.predict(queries, self.max_new_tokens)]
 
 
-def answer_text(action: Action, think: str = "") -> str:
+def answer_text(action: Action, think: str = "", conclusion: str = "") -> str:
     """A well-formed UI-Venus navigation answer for `action`."""
-    return f"<think>{think}</think><action>{render_action(action)}</action><conclusion></conclusion>"
+    return f"<think>{think}</think><action>{render_action(action)}</action><conclusion>{conclusion}</conclusion>"
 
 
 class ScriptedPolicy:

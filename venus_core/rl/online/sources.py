@@ -151,9 +151,10 @@ def sim_phone_tasks(levels: Sequence[int], seeds: Iterable[int], *, lang: str = 
 
 def miniwob_tasks(names: Sequence[str], seeds: Iterable[int],
                   make_task: Callable[[str, int], Task], *, expected_steps: Callable[[Task], int],
-                  rejected: Rejected | None = None) -> list[PoolTask]:
+                  start: Callable[[Task], str] | None = None, rejected: Rejected | None = None) -> list[PoolTask]:
     """Static MiniWoB++ tasks `make_task(name, seed)` for every name and seed (`TRAIN_SEEDS`
-    only); `expected_steps(task)` is the caller's estimate (e.g. an oracle run's length)."""
+    only); `expected_steps(task)` is the caller's estimate (e.g. an oracle run's length);
+    `start(task)` fingerprints the start state (default: the reference, which names the page)."""
     seeds = list(seeds)
     for s in seeds:
         _training_seed(s, "MiniWoB")
@@ -166,7 +167,8 @@ def miniwob_tasks(names: Sequence[str], seeds: Iterable[int],
                 raise ValueError(f"make_task({name!r}, {seed}) gave success_check "
                                  f"{task.success_check!r}, not a miniwob: reference")
             # the page is generated from (task, seed): the reference names the start state
-            t = pool_task("miniwob", task, expected_steps(task), "static", task.success_check)
+            t = pool_task("miniwob", task, expected_steps(task), "static",
+                          start(task) if start is not None else task.success_check)
             if _fits(t, bad):
                 out.append(t)
     _report(rejected, bad, "miniwob_tasks")
