@@ -15,24 +15,29 @@ SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
 def test_stage_plans() -> None:
-    assert [s.level for s in DEFAULT_STAGES] == [0, 0, 1, 1, 1]
-    assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 4 + ["navigation"]
-    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4, 0, 0, 0, 0]  # coarse-to-fine on level 0
-    assert DEFAULT_STAGES[-1].steps >= 600  # fewer did not teach the action format (parse 0/64 at 150)
+    assert [s.level for s in DEFAULT_STAGES] == [0, 0, 1, 1, 1, 1]
+    assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 4 + ["navigation"] * 2
+    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4, 0, 0, 0, 0, 0]  # coarse-to-fine on level 0
+    assert DEFAULT_STAGES[4].steps >= 600  # fewer did not teach the action format (parse 0/64 at 150)
     assert all(s.head > 0 and s.replay > 0 for s in DEFAULT_STAGES[2:])  # instruction head and replay above level 0
     assert all(s.lr > 0 for s in DEFAULT_STAGES)  # independent of the spec's mid_train.lr (venus-tiny: 5e-4)
+    # the last stage supervises where the click's answer looks, on fresh level-1 episodes plus level-0 ones
+    last = DEFAULT_STAGES[-1]
+    assert last.attend > 0 and [s.attend for s in DEFAULT_STAGES[:-1]] == [0.0] * 5
+    assert last.seed not in (0, 1001) and [(e.level, e.n) for e in last.extra] == [(0, 2000)]
     half = scaled(DEFAULT_STAGES, 0.5)
     assert [s.steps for s in half] == [round(s.steps / 2) for s in DEFAULT_STAGES]
     assert [s.n for s in scaled(DEFAULT_STAGES, 3.0)] == [s.n for s in DEFAULT_STAGES]  # data never grows
+    assert [e.n for e in half[-1].extra] == [1000] and [e.n for e in scaled(DEFAULT_STAGES, 3.0)[-1].extra] == [2000]
     assert [s.coarse_grid for s in scaled(DEFAULT_STAGES, 0.5)] == [s.coarse_grid for s in DEFAULT_STAGES]
-    plan = with_steps(DEFAULT_STAGES, [3, 0, 5, 0, 2])
+    plan = with_steps(DEFAULT_STAGES, [3, 0, 5, 0, 2, 0])
     assert [(s.level, s.kind, s.steps, s.coarse_grid) for s in plan if s.steps] == [
         (0, "grounding", 3, 4), (1, "grounding", 5, 0), (1, "navigation", 2, 0)]
     assert [s.kind for s in plan] == [s.kind for s in DEFAULT_STAGES]  # skipped stages keep their index
     with pytest.raises(ValueError):
         with_steps(DEFAULT_STAGES, [1, 2])
     with pytest.raises(ValueError):
-        with_steps(DEFAULT_STAGES, [0] * 5)
+        with_steps(DEFAULT_STAGES, [0] * 6)
     with pytest.raises(ValueError):
         scaled(DEFAULT_STAGES, 0)
 
@@ -67,7 +72,7 @@ def test_bootstrap_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
     app.command("noop")(lambda: None)  # a second command keeps `bootstrap` a named sub-command
     out = tmp_path / "boot"
     res = CliRunner().invoke(app, ["bootstrap", "--out", str(out), "--spec", str(SPEC), "--scale", "0.001",
-                                   "--steps", "1,1,0,0,1", "--eval-limit", "1"])
+                                   "--steps", "1,1,0,0,1,0", "--eval-limit", "1"])
     assert res.exit_code == 0, res.output
     report = json.loads((out / "bootstrap_report.json").read_text())
     assert [s["level"] for s in report["stages"]] == [0, 0, 1] and all(s["steps"] == 1 for s in report["stages"])
@@ -152,21 +157,52 @@ def test_continuing_from_a_stage_checkpoint_trains_what_one_run_would(tmp_path: 
     spec = load_spec(SPEC)
     plan = scaled(DEFAULT_STAGES, 0.001)
     one = tmp_path / "one"
-    bootstrap(tmp_path / "one-out", spec, work_dir=one, stages=with_steps(plan, [2, 2, 2, 0, 0]), eval_limit=1)
+    bootstrap(tmp_path / "one-out", spec, work_dir=one, stages=with_steps(plan, [2, 2, 2, 0, 0, 0]), eval_limit=1)
     assert not list(one.glob("level1-navigation-*"))  # a trailing skipped stage synthesises nothing
     again = tmp_path / "again"
     again.mkdir()
     for d in one.glob("level*"):  # the same synthesised data (deterministic anyway; saves the time)
         (again / d.name).symlink_to(d)
-    report = bootstrap(tmp_path / "again-out", spec, work_dir=again, stages=with_steps(plan, [0, 0, 2, 0, 0]),
+    report = bootstrap(tmp_path / "again-out", spec, work_dir=again, stages=with_steps(plan, [0, 0, 2, 0, 0, 0]),
                        eval_limit=1, init_checkpoint=one / "ckpt-1-level0-grounding" / "step-00000002")
     assert [s["index"] for s in report["stages"]] == [2] and report["stages"][0]["replayed"] > 0
     assert report["earlier"] == []  # a fresh work directory: nothing recorded before
     # continuing in the run's own work directory keeps what its progress file said of the stages skipped now
     recorded = json.loads((one / "bootstrap_progress.json").read_text())["stages"]
-    cont = bootstrap(tmp_path / "cont-out", spec, work_dir=one, stages=with_steps(plan, [0, 0, 0, 0, 1]), eval_limit=1,
+    cont = bootstrap(tmp_path / "cont-out", spec, work_dir=one, stages=with_steps(plan, [0, 0, 0, 0, 1, 0]), eval_limit=1,
                      init_checkpoint=one / "ckpt-2-level1-grounding" / "step-00000002")
     assert cont["earlier"] == recorded and [s["index"] for s in cont["stages"]] == [4]
     assert json.loads((one / "bootstrap_progress.json").read_text())["earlier"] == recorded
     first = (one / "ckpt-2-level1-grounding" / "step-00000002" / "model.safetensors").read_bytes()
     assert (again / "ckpt-2-level1-grounding" / "step-00000002" / "model.safetensors").read_bytes() == first
+
+
+@pytest.mark.slow
+def test_a_stage_trains_on_its_extra_records_synthetic_and_miniwob(tmp_path: Path) -> None:
+    import shutil
+    from dataclasses import replace
+
+    from venus_core.config.loader import load_spec
+    from venus_core.data.store import DatasetReader
+    from venus_core.train.bootstrap import Extra, Stage, bootstrap
+
+    if shutil.which("chromium") is None:
+        pytest.skip("no chromium (apt-get install chromium chromium-driver)")
+    spec = load_spec(SPEC)
+    extra = (Extra(0, 8), Extra(1, 8, "web", (160, 210)), Extra(0, 2, "web", miniwob=("click-button",)))
+    plan = tuple(replace(s, steps=0) for s in scaled(DEFAULT_STAGES[:5], 0.001)) + (
+        Stage(1, "navigation", 8, 1, None, head=1.0, replay=0.3, lr=1e-3, extra=extra, seed=1201),)
+    report = bootstrap(tmp_path / "out", spec, work_dir=tmp_path / "work", stages=plan, eval_limit=1)
+    (entry,) = report["stages"]
+    assert entry["index"] == 5 and [e["records"] for e in entry["extra"]] == [8, 8, 2]
+    made = sorted(p.name for p in (tmp_path / "work").glob("extra5.*"))
+    assert made == ["extra5.0-level0-navigation-both-8", "extra5.1-level1-navigation-web-160x210-8",
+                    "extra5.2-miniwob-click-button-2"]
+    assert (tmp_path / "work" / "level1-navigation-8-seed1201").is_dir()  # the stage's own fresh records
+    web = list(DatasetReader(tmp_path / "work" / made[1]))
+    assert {tuple(r.steps[0].image_size) for r in web} == {(160, 210)} and {r.platform for r in web} == {"web"}
+    mw = list(DatasetReader(tmp_path / "work" / made[2]))
+    assert len(mw) == 2 and all(r.provenance.source == "miniwob" and r.goal.startswith("Click on the") for r in mw)
+    # every record of the stage and its extras reached the corpus (2-step episodes: 8 + 8 + 8 + 2 x 1 step)
+    data = entry["data"]
+    assert data["train"]["navigation"] + data["held_out"].get("navigation", 0) == 2 * (8 + 8 + 8) + 2, data

@@ -30,6 +30,18 @@ GROUNDING_ONLY = MixtureSpec(perception=0.0, vqa=0.0, grounding=1.0, navigation=
 
 
 @dataclass(frozen=True)
+class Extra:
+    """More records for a stage, of another level, platform or screen size than its own data."""
+
+    level: int
+    n: int
+    platform: str = "both"  # mobile | web | both
+    size: tuple[int, int] | None = None  # (width, height); None = the level's curriculum size
+    miniwob: tuple[str, ...] = ()  # MiniWoB++ tasks: `n` oracle episodes of each, collected in headless Chromium
+    # (page seeds from the extra's seed; `level` and `size` do not apply) instead of synthetic records
+
+
+@dataclass(frozen=True)
 class Stage:
     level: int
     kind: str  # synth kind: grounding | mixture | navigation
@@ -42,6 +54,8 @@ class Stage:
     lr: float = 0.0  # peak learning rate; 0 = the spec's mid_train.lr (DEFAULT_STAGES set theirs: the
     # shipped checkpoint must not change when an agent spec retunes its mid-training)
     attend: float = 0.0  # weight of attention supervision (mid_train.attention_supervision) in this stage; 0 = off
+    extra: tuple[Extra, ...] = ()  # more records of the same kind, synthesised with seeds 1100 + 10 * stage + i
+    seed: int = 0  # synthesis seed of the stage's own records; 0 = 1000 + level (a stage may want fresh records of a level)
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
@@ -50,6 +64,8 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
     Stage(1, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3),
     Stage(1, "grounding", 8000, 2000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3),
     Stage(1, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3),
+    Stage(1, "navigation", 4000, 400, None, head=1.0, replay=0.3, lr=1e-3, attend=1.0,
+          extra=(Extra(0, 2000),), seed=1201),
 )
 """Coarse-to-fine on one target (level 0, targets first snapped to a 4 x 4 grid, then exact), then
 pick by colour (level 1) in two runs of its cosine schedule (a fresh warm-up and decay over the same
@@ -74,7 +90,15 @@ is not reliable (97.5 % in one run, 77.9 % in another with other level-0 screens
 took the weaker run to 98.8 % (level 0 84 -> 92 %, false refusals 3/321) (docs/learning.md). Then
 level 1's single-screen tasks as navigation episodes (the UI-Venus action format, Click then
 Finished) with the level's grounding replayed: the grounding skill alone did not give valid live
-actions, 150 steps did not teach the format (parse 0/64) and 600 did (64/64)."""
+actions, 150 steps did not teach the format (parse 0/64) and 600 did (64/64). Then the same task on
+fresh level-1 episodes (seed 1201) plus 2,000 level-0 ones, with attention supervision
+(`mid_train.attention_supervision`): after the navigation stage the clicks followed the goal's colour
+word, not the screen (attention mass on the image 0.021 in the navigation prompt vs 0.54 in the
+grounding one), so live level-1 boards were won at the random-button level (14.5 %); 400 supervised
+steps took them to 83.5 % (the same steps without the term: 16.5 %). Tried and not kept (docs/learning.md):
+web boards at MiniWoB++'s 160 x 210 and phones at 540 x 960 beside them (live level 1 78.5 %, MiniWoB++
+still invalid), and 4,000 level-0 episodes with 1,200 MiniWoB++ oracle episodes over 500 steps (72.5 %;
+MiniWoB++ 99.5 % invalid: the oracle's thoughts quote the page's label, which the tiny model garbles)."""
 
 
 def with_steps(stages: tuple[Stage, ...], steps: list[int]) -> tuple[Stage, ...]:
@@ -91,8 +115,11 @@ def scaled(stages: tuple[Stage, ...], scale: float) -> tuple[Stage, ...]:
     """The stages with step counts (and data sizes) multiplied by `scale` (at least 1 step, 8 records)."""
     if scale <= 0:
         raise ValueError(f"scale must be > 0, got {scale}")
-    return tuple(replace(s, n=max(8, round(s.n * min(1.0, scale))), steps=max(1, round(s.steps * scale)))
-                 for s in stages)
+    def n(k: int) -> int:
+        return max(8, round(k * min(1.0, scale)))
+
+    return tuple(replace(s, n=n(s.n), steps=max(1, round(s.steps * scale)),
+                         extra=tuple(replace(e, n=n(e.n)) for e in s.extra)) for s in stages)
 
 
 def with_replay(corpus: Any, pool: list[Any], share: float, *, seed: int) -> tuple[Any, int]:
@@ -171,12 +198,23 @@ def bootstrap(
             report["skipped"].append({"index": k, "level": st.level, "kind": st.kind, "records": st.n})
             if st.kind != "grounding" or k > last:
                 continue
-        data = work / f"level{st.level}-{st.kind}-{st.n}"
+        seed = st.seed or 1000 + st.level
+        data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else ""))
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():
-            synthesize(st.kind, st.n, st.level, 1000 + st.level, data, platform="both")  # type: ignore[arg-type]
+            synthesize(st.kind, st.n, st.level, seed, data, platform="both")  # type: ignore[arg-type]
+        extras = [work / _extra_name(k, i, st.kind, ex) for i, ex in enumerate(st.extra if st.steps else ())]
+        for i, (ex, path) in enumerate(zip(st.extra, extras)):
+            if (path / "manifest.json").is_file():
+                continue
+            if ex.miniwob:
+                _collect_miniwob(ex, 1100 + 10 * k + i, path)
+            else:
+                synthesize(st.kind, ex.n, ex.level, 1100 + 10 * k + i, path, platform=ex.platform,  # type: ignore[arg-type]
+                           size=ex.size)
         synth_s = time.perf_counter() - t0
-        corpus = load_corpus([data], validation_fraction=0.05, history_len=spec.data.history_len, seed=spec.data.seed)
+        corpus = load_corpus([data, *extras], validation_fraction=0.05, history_len=spec.data.history_len,
+                             seed=spec.data.seed)
         if st.kind == "grounding":
             lower.setdefault(st.level, [it for v in corpus.train.values() for it in v])
         if st.steps == 0:
@@ -204,6 +242,7 @@ def bootstrap(
         offset += st.steps
         train_size = sum(len(v) for v in corpus.train.values())
         entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
+                 "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size} for e in st.extra],
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
                  "replayed": replayed, "head": st.head, "attend": st.attend, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
@@ -217,6 +256,26 @@ def bootstrap(
     # the report goes in before SHA256SUMS: a file added after the manifest makes loaders refuse it
     save_model(model, processor, out, **{"bootstrap_report.json": json.dumps(report, indent=2, default=str)})
     return report
+
+
+def _extra_name(k: int, i: int, kind: str, ex: Extra) -> str:
+    if ex.miniwob:
+        return f"extra{k}.{i}-miniwob-{'+'.join(ex.miniwob)}-{ex.n}"
+    size = f"-{ex.size[0]}x{ex.size[1]}" if ex.size else ""
+    return f"extra{k}.{i}-level{ex.level}-{kind}-{ex.platform}{size}-{ex.n}"
+
+
+def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:
+    """`ex.n` MiniWoB++ oracle episodes of each of `ex.miniwob` (page seeds seed..) into `out`; the
+    bootstrap needs each task's episodes, so a task whose oracle succeeded on none is an error."""
+    from venus_core.envs.miniwob_collect import collect
+
+    report = collect(ex.miniwob, ex.n, out, seed=seed, overwrite=True)
+    empty = [t for t in ex.miniwob if not report.succeeded.get(t)]
+    if empty:
+        raise RuntimeError(f"bootstrap: MiniWoB++ oracle succeeded on no episode of {empty} ({report.failures[:3]})")
+    print(f"bootstrap: {report.written} MiniWoB++ oracle episodes of {list(ex.miniwob)} -> {out} "
+          f"({sum(report.attempted.values())} attempted, {report.seconds:.0f} s)")
 
 
 def _earlier_stages(work: Path, stages: tuple[Stage, ...], init_checkpoint: str | Path | None) -> list[dict[str, Any]]:
@@ -258,4 +317,4 @@ class _Offset:
         self.inner.log_artifact(path, name)
 
 
-__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Stage", "bootstrap", "scaled", "with_replay", "with_steps"]
+__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Extra", "Stage", "bootstrap", "scaled", "with_replay", "with_steps"]
