@@ -199,3 +199,24 @@ def test_online_rl_job_stopped_and_resumed_from_its_checkpoint(tiny_dir: Path, t
     report = json.loads((out / "report.json").read_text())
     assert report["resumed_from_step"] == 1
     assert report["held_out"]["before"]["n"] == 2  # from the checkpoint, not played again
+
+
+def test_web_held_out_pages_do_not_knock_out_training_pages_of_the_same_goal() -> None:
+    """click-dialog's goal never varies: held-out pages without a start fingerprint collided with every
+    training page and the pool dropped them all."""
+    from contextlib import ExitStack
+
+    from venus_core.rl.online import TaskPool
+    from venus_core.runtime.online_rl import _web
+
+    if shutil.which("chromium") is None:
+        pytest.skip("no chromium")
+    spec = load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.web_tasks=[click-dialog]", "online_rl.train_tasks=6",
+                                                       "online_rl.task_pool.held_out=2"])
+    with ExitStack() as stack:
+        source, tasks, held = _web(stack, spec)
+        stack.callback(source.close)
+        assert len({t.task.goal for t in tasks}) == 1 and all(h.start for h in held)
+        pool = TaskPool(tasks, spec.online_rl.task_pool, seed=0, held_out=held)
+        stats = pool.report()
+    assert stats["dedupe"]["held_out_collisions_count"] == 0 and stats["total"] == 6, stats["dedupe"]

@@ -122,7 +122,10 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     per_name = max(1, o.train_tasks // len(o.web_tasks))
     tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=lambda t: steps[t.app or ""])
     names = [o.web_tasks[i % len(o.web_tasks)] for i in range(o.task_pool.held_out)]
-    held = [pool_task("miniwob", make(n, HELD_OUT_SEED_START + i), steps[n], "static") for i, n in enumerate(names)]
+    # the reference names the page (task + seed), as for the training tasks: without a start fingerprint a
+    # held-out page would collide with every training page of a constant goal (click-dialog's) and drop it
+    held = [pool_task("miniwob", t, steps[n], "static", t.success_check)
+            for i, n in enumerate(names) for t in [make(n, HELD_OUT_SEED_START + i)]]
     return web_source(), tasks, held
 
 
