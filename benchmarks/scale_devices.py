@@ -853,6 +853,12 @@ class Run:
         cs, cm, cb, cr = (self.cap[k]["cpu_per_unit"]
                           for k in ("session", "small", "screen", "registry"))
         per_dev = a.step_rate * (a.rts_per_step * cm + cb) + a.step_rate / a.episode_steps * cs
+        if per_dev <= 0:  # every capacity window under the clock's resolution (tiny counts on an idle machine)
+            reason = ("the session / step / screenshot windows measured 0 CPU-s (under 5 clock ticks each): "
+                      "raise the --cap-* counts to size the pool")
+            print(f"\n[sizing] not computed: {reason}")
+            self.out["sizing"] = {"shards_needed": None, "not_computed": reason}
+            return
         demand = a.pool * per_dev
         shards = max(1, math.ceil(demand / a.shard_util))
         per_shard = int(a.shard_util / per_dev)

@@ -51,4 +51,7 @@ def test_scale_benchmark_reconciles_at_a_tiny_size(tmp_path: Path) -> None:
         assert r["shards_per_device"] == 1
         assert r["busy"] == r["busy_gateway"] == r["cycles"]
     assert "shard(s)" in run.stdout and "reconciled: yes" in run.stdout
-    assert report["sizing"]["shards_needed"] >= 1
+    # at these tiny counts the capacity windows can all fall under the clock's resolution (an idle machine):
+    # then the sizing says so instead of dividing by a zero per-device cost
+    sizing = report["sizing"]
+    assert (sizing["shards_needed"] or 0) >= 1 or ("not_computed" in sizing and "[sizing] not computed" in run.stdout)
