@@ -24,6 +24,7 @@ web task instead of boards of a level) share: the round windows and the lookups 
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -61,10 +62,10 @@ def first_point(task: PoolTask) -> Point | None:
     return (int(box[0]), int(box[1])) if box is not None else None
 
 
-class CandidateSpace:
+class CandidateSpace(ABC):
     """What the sim-phone and the MiniWoB++ spaces share: the rounds' seed windows and the lookups by
-    seed. A subclass has `first_seed`, `per_round`, `seed`, `env`, `candidates(family, round_)` and
-    `family(seed)` (the level on the phone, the task on the web), and checks its seeds."""
+    seed. A subclass has `first_seed`, `per_round`, `seed`, `env` and implements the abstract methods
+    (`family`: the level on the phone, the task on the web)."""
 
     env: str
     first_seed: int
@@ -72,16 +73,17 @@ class CandidateSpace:
     max_steps: int
     seed: int
 
+    @abstractmethod
     def family(self, seed: Seed) -> object:
-        raise NotImplementedError
+        """The task family a seed's candidates are drawn from."""
 
+    @abstractmethod
     def where(self, window: range) -> str:
         """What a proposal without a start state was not found among (for its reason)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def refused(self, task: PoolTask) -> str | None:
         """The env's own checks of a task's success reference: why it cannot run, or None."""
-        raise NotImplementedError
 
     def infeasible(self, task: PoolTask | None, goal: str = "", round_: int = 0) -> str | None:
         """Why `task` cannot run on this flywheel's devices, or None when it can."""
@@ -94,12 +96,13 @@ class CandidateSpace:
             why = f"{task.expected_steps} expected steps exceed the step limit {self.max_steps}"
         return why
 
+    @abstractmethod
     def candidates(self, family: object, round_: int) -> list[Candidate]:
-        raise NotImplementedError
+        """The candidate start states of `family` in the round's seed window."""
 
+    @abstractmethod
     def fits(self, seed: Seed) -> str | None:
         """Why this space cannot instantiate `seed` (its env already checked), or None."""
-        raise NotImplementedError
 
     def check_seed(self, seed: Seed) -> None:
         """Fail closed on a seed this space cannot instantiate."""

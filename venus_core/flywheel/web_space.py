@@ -42,14 +42,7 @@ from typing import Any
 
 from venus_core.flywheel.seeds import Seed
 from venus_core.flywheel.space import Candidate, CandidateSpace, Point
-from venus_core.rl.online.sources import (
-    HELD_OUT_SEED_START,
-    TRAIN_SEEDS,
-    PoolTask,
-    Rejected,
-    miniwob_tasks,
-    pool_task,
-)
+from venus_core.rl.online.sources import TRAIN_SEEDS, PoolTask, Rejected, miniwob_held_out_tasks, miniwob_tasks
 
 ENV = "miniwob"
 ORACLE_STEP_LIMIT = 50  # the oracles' step counts are measured under this limit, then compared with the flywheel's
@@ -161,12 +154,8 @@ class MiniWobSpace(CandidateSpace):
 
         missing = [t for t in dict.fromkeys(names) if t not in self.steps]
         steps = {**self.steps, **(oracle_steps(self.page, missing, ORACLE_STEP_LIMIT) if missing else {})}
-        out = []
-        for i in range(n):
-            name = names[i % len(names)]
-            task = self.page.make_task(name, HELD_OUT_SEED_START + i, max_steps=self.max_steps)
-            out.append(pool_task(self.env, task, steps[name], "static", self.page.page_fingerprint()))
-        return out
+        return miniwob_held_out_tasks(names, n, lambda name, s: self.page.make_task(name, s, max_steps=self.max_steps),
+                                      steps, start=lambda _: self.page.page_fingerprint(), env=self.env)
 
     def where(self, window: range) -> str:
         return f"page of the MiniWoB tasks {list(self.tasks)} (seeds {window.start}..{window.stop - 1})"

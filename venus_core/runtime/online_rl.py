@@ -106,8 +106,8 @@ def web_source() -> Any:
 def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     from venus_core.envs import MiniWobEnv
     from venus_core.envs.miniwob_collect import oracle_steps
-    from venus_core.rl.online import HELD_OUT_SEED_START, miniwob_tasks
-    from venus_core.rl.online.sources import pool_task
+    from venus_core.rl.online import miniwob_tasks
+    from venus_core.rl.online.sources import miniwob_held_out_tasks
 
     o = spec.online_rl
     page = stack.enter_context(MiniWobEnv(wait_s=0.0))
@@ -121,11 +121,7 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
         raise ValueError(f"online_rl.web_tasks: {exc}") from None
     per_name = max(1, o.train_tasks // len(o.web_tasks))
     tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=lambda t: steps[t.app or ""])
-    names = [o.web_tasks[i % len(o.web_tasks)] for i in range(o.task_pool.held_out)]
-    # the reference names the page (task + seed), as for the training tasks: without a start fingerprint a
-    # held-out page would collide with every training page of a constant goal (click-dialog's) and drop it
-    held = [pool_task("miniwob", t, steps[n], "static", t.success_check)
-            for i, n in enumerate(names) for t in [make(n, HELD_OUT_SEED_START + i)]]
+    held = miniwob_held_out_tasks(o.web_tasks, o.task_pool.held_out, make, steps)
     return web_source(), tasks, held
 
 

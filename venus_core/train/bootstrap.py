@@ -205,13 +205,13 @@ def bootstrap(
             synthesize(st.kind, st.n, st.level, seed, data, platform="both")  # type: ignore[arg-type]
         extras = [work / _extra_name(k, i, st.kind, ex) for i, ex in enumerate(st.extra if st.steps else ())]
         for i, (ex, path) in enumerate(zip(st.extra, extras)):
+            ex_seed = 1100 + 10 * k + i
             if (path / "manifest.json").is_file():
                 continue
             if ex.miniwob:
-                _collect_miniwob(ex, 1100 + 10 * k + i, path)
+                _collect_miniwob(ex, ex_seed, path)
             else:
-                synthesize(st.kind, ex.n, ex.level, 1100 + 10 * k + i, path, platform=ex.platform,  # type: ignore[arg-type]
-                           size=ex.size)
+                synthesize(st.kind, ex.n, ex.level, ex_seed, path, platform=ex.platform, size=ex.size)  # type: ignore[arg-type]
         synth_s = time.perf_counter() - t0
         corpus = load_corpus([data, *extras], validation_fraction=0.05, history_len=spec.data.history_len,
                              seed=spec.data.seed)
@@ -242,7 +242,8 @@ def bootstrap(
         offset += st.steps
         train_size = sum(len(v) for v in corpus.train.values())
         entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
-                 "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size} for e in st.extra],
+                 "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size,
+                            "miniwob": list(e.miniwob), "seed": 1100 + 10 * k + i} for i, e in enumerate(st.extra)],
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
                  "replayed": replayed, "head": st.head, "attend": st.attend, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),

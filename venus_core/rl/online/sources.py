@@ -175,6 +175,20 @@ def miniwob_tasks(names: Sequence[str], seeds: Iterable[int],
     return out
 
 
+def miniwob_held_out_tasks(names: Sequence[str], n: int, make_task: Callable[[str, int], Task],
+                           steps: Mapping[str, int], *, start: Callable[[Task], str] | None = None,
+                           env: str = "miniwob") -> list[PoolTask]:
+    """`n` held-out MiniWoB++ pages: `names` round robin, page seed HELD_OUT_SEED_START + i for page i.
+    `start(task)`, called right after `make_task`, fingerprints the page (default: its reference, which
+    names the page); a held-out page needs one, or it collides with every training page of its goal."""
+    out = []
+    for i in range(n):
+        name = names[i % len(names)]
+        task = make_task(name, HELD_OUT_SEED_START + i)
+        out.append(pool_task(env, task, steps[name], "static", start(task) if start is not None else task.success_check))
+    return out
+
+
 def held_out_tasks(spec: TaskPoolSpec, *, lang: str = "en", size: tuple[int, int] = (540, 960),
                    max_steps: int = DEFAULT_MAX_STEPS) -> list[PoolTask]:
     """`spec.held_out` sim-phone tasks: levels `spec.held_out_levels` round robin, seed
