@@ -188,6 +188,34 @@ def test_a_gateway_restart_mid_run_loses_only_the_episodes_in_flight() -> None:
     assert again[0][0].success and not stats2.losses
 
 
+class _KillAdbServerAfter(_KillAfter):
+    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
+        self.calls += 1
+        if self.calls == self.n and self.killed is None:
+            self.farm.kill_adb_server()
+            self.killed = "adb server"
+        return self.inner.act(requests)
+
+
+@needs_adb
+def test_a_lost_adb_server_is_started_again_and_costs_only_the_episodes_in_flight() -> None:
+    tasks = sim_phone_tasks([4], range(3), size=SIZE)
+    with SimPhoneFarm(3, size=SIZE, io_timeout=5, recheck_after=0.2) as farm:
+        source = farm.env_source()
+        policy = _KillAdbServerAfter(ScriptedPolicy(synth_plan), farm, n=2)
+        groups, stats = collect_groups(tasks, 2, source, policy, devices=2, call_timeout=5)
+        assert farm.leased() == 0
+        assert farm.adb is not None and farm.adb.alive()  # running again after the run
+        again, stats2 = collect_groups(tasks[:1], 2, source, ScriptedPolicy(synth_plan), devices=2)
+    assert policy.killed == "adb server"
+    assert source.stats["adb_restarts"] == 1 and farm.adb.restarts == 1
+    lost = sum(stats.losses.values())
+    assert 1 <= lost <= 2  # the episodes in flight when the server went away
+    assert sum(len(g) for g in groups) + lost == 2 * len(tasks)  # every episode kept or counted lost
+    assert all(t.success for g in groups for t in g) and not stats.retired
+    assert [t.success for t in again[0]] == [True, True] and not stats2.losses
+
+
 class _KillAll(_KillAfter):
     def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
         self.calls += 1

@@ -64,6 +64,14 @@ class AdbShell:
         self._errors = (adbutils.AdbError, adbutils.AdbTimeout, OSError)
         self.client = adbutils.AdbClient(host=host, port=port, socket_timeout=timeout)
         self._connected = False
+        try:
+            self._attach(connect, timeout)
+        except self._errors as exc:  # the adb server is not there (or went away): a typed error naming it
+            raise EnvError(f"adb server {host}:{port} for {serial}: {type(exc).__name__}: {exc}") from exc
+        self.device = self.client.device(serial)
+
+    def _attach(self, connect: bool, timeout: float) -> None:
+        serial = self.serial
         if connect:
             msg = self.client.connect(serial, timeout=timeout)
             if "connected" not in msg or "fail" in msg:
@@ -78,7 +86,6 @@ class AdbShell:
                 raise EnvError(f"adb: device {serial} is not online (state {states.get(serial)!r};"
                                f" known: {sorted(states)})")
             time.sleep(0.05)
-        self.device = self.client.device(serial)
 
     def run(self, command: str, timeout: float = 30.0) -> CommandOutput:
         try:
@@ -106,7 +113,12 @@ def free_port() -> int:
 
 
 class AdbServerProcess:
-    """A private adb server (`adb -P PORT start-server`), killed by `stop()`."""
+    """A private adb server (`adb -P PORT start-server`), killed by `stop()`.
+
+    An adb server can exit under a long run (killed, crashed, `adb kill-server` by someone else);
+    `ensure()` starts it again on the same port, so the envs made after it connect (counted in
+    `restarts`). The envs that were connected through the old server fail their next call and are
+    replaced like any broken env."""
 
     def __init__(self, port: int | None = None, adb: str = "adb") -> None:
         path = shutil.which(adb)
@@ -115,6 +127,7 @@ class AdbServerProcess:
         self.adb = path
         self.port = port or free_port()
         self.running = False
+        self.restarts = 0
 
     def _adb(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([self.adb, "-P", str(self.port), *args], capture_output=True,
@@ -126,6 +139,24 @@ class AdbServerProcess:
             raise EnvError(f"adb start-server on port {self.port} failed: {res.stderr.strip()}")
         self.running = True
         return self
+
+    def alive(self) -> bool:
+        """Whether the server accepts connections on its port."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2.0):
+                return True
+        except OSError:
+            return False
+
+    def ensure(self) -> bool:
+        """Start the server again when it went away; True when it had to (see the class docstring)."""
+        if not self.running:
+            raise EnvError(f"adb server on port {self.port} was not started (or was stopped)")
+        if self.alive():
+            return False
+        self.start()
+        self.restarts += 1
+        return True
 
     def stop(self) -> None:
         if self.running:

@@ -71,7 +71,7 @@ def phone_source(stack: ExitStack, o: Any, size: tuple[int, int], client: str, d
         pool = DevicePool(os.environ[REGISTRY_ENV], f"{client}-{os.getpid()}", wait=o.call_timeout_s,
                           io_timeout=o.call_timeout_s)
         return LeasedEnvs(pool, lambda port: RemoteSimPhoneEnv(f"127.0.0.1:{port}", adb_port=adb.port),
-                          labels={"size": f"{size[0]}x{size[1]}", "lang": "en"})
+                          labels={"size": f"{size[0]}x{size[1]}", "lang": "en"}, adb=adb)
     farm = stack.enter_context(SimPhoneFarm(devices, size=size, io_timeout=o.call_timeout_s))
     return farm.env_source(client)
 

@@ -42,6 +42,7 @@ from venus_core.daas import (
 from venus_core.daas.client import Lease
 from venus_core.daas.probes import probe_device
 from venus_core.envs.base import Env
+from venus_core.envs.shells import AdbServerProcess
 
 
 class EnvSource(Protocol):
@@ -164,12 +165,17 @@ class _OnLease(Env):
 class LeasedEnvs:
     """One env per device leased from `pool` (kind and labels as given), on a forwarded port.
 
-    `make(port)` builds the env on the local port that the SDK tunnels to the device."""
+    `make(port)` builds the env on the local port that the SDK tunnels to the device. `adb`: the
+    local adb server that `make`'s envs connect through (ADB devices); one that went away is started
+    again before the next env is made (`stats["adb_restarts"]`), so a lost adb server costs the
+    episodes in flight, not the run."""
 
     def __init__(self, pool: DevicePool, make: Callable[[int], Env], *, kind: str = "android",
-                 platform: str = "mobile", labels: dict[str, str] | None = None) -> None:
+                 platform: str = "mobile", labels: dict[str, str] | None = None,
+                 adb: AdbServerProcess | None = None) -> None:
         self.pool = pool
         self.make = make
+        self.adb = adb
         self.kind = kind
         self.platform = platform
         self.labels = labels
@@ -180,6 +186,8 @@ class LeasedEnvs:
     def acquire(self) -> Env:
         stack = ExitStack()
         try:
+            if self.adb is not None and self.adb.ensure():
+                self.stats["adb_restarts"] += 1
             (lease,) = stack.enter_context(self.pool.lease(self.kind, 1, self.labels))
             port = stack.enter_context(lease.forward())
             inner = self.make(port)
@@ -245,7 +253,7 @@ class SimPhoneFarm:
     servers: list = field(default_factory=list)  # SimAdbServer per device
     registry: LeaseRegistry | None = None
     gateway: GatewayThread | None = None
-    adb: object | None = None  # AdbServerProcess
+    adb: AdbServerProcess | None = None
     _signer: TokenSigner | None = None
     _table: DeviceTable | None = None
 
@@ -288,9 +296,11 @@ class SimPhoneFarm:
     def env_source(self, client_id: str = "online-rl") -> LeasedEnvs:
         from venus_core.envs import RemoteSimPhoneEnv
 
-        adb_port = self.adb.port  # type: ignore[union-attr]
-        return LeasedEnvs(self.pool(client_id), lambda port: RemoteSimPhoneEnv(f"127.0.0.1:{port}", adb_port=adb_port),
-                          kind="android", platform="mobile", labels=self.labels)
+        if self.adb is None:
+            raise RuntimeError("SimPhoneFarm: start() first")
+        adb = self.adb
+        return LeasedEnvs(self.pool(client_id), lambda port: RemoteSimPhoneEnv(f"127.0.0.1:{port}", adb_port=adb.port),
+                          kind="android", platform="mobile", labels=self.labels, adb=adb)
 
     def leased(self) -> int:
         return int(self.registry.status()["leased"]) if self.registry is not None else 0
@@ -302,6 +312,11 @@ class SimPhoneFarm:
         self.gateway.stop()
         self.gateway = GatewayThread(Gateway(self._table, self._signer, GatewayConfig(port=port))).start()  # type: ignore[arg-type]
         self.registry.on_end[:] = [self.gateway.revoke]
+
+    def kill_adb_server(self) -> None:
+        """Make the private adb server exit (a lost adb server; for fault tests)."""
+        assert self.adb is not None
+        self.adb._adb("kill-server")
 
     def kill(self, index: int) -> None:
         """Stop device `index`'s ADB server (a device that dies; for fault tests)."""
@@ -315,7 +330,7 @@ class SimPhoneFarm:
         for srv in self.servers:
             srv.stop()
         if self.adb is not None:
-            self.adb.stop()  # type: ignore[attr-defined]
+            self.adb.stop()
 
     def __enter__(self) -> Self:
         return self.start()

@@ -136,9 +136,16 @@ class RolloutStats:
 class _Slot:
     """One env and the worker thread its calls run on."""
 
-    def __init__(self, source: EnvSource) -> None:
+    def __init__(self, source: EnvSource, stats: RolloutStats) -> None:
         self.source = source
-        self.env: Env | None = source.acquire()  # None: no replacement could be had (slot retired)
+        self.env: Env | None = None  # None: no env could be had (slot retired)
+        for attempt in range(2):  # a failed start (device, tunnel or adb server lost) gets one more try
+            try:
+                self.env = source.acquire()
+                break
+            except Exception as exc:  # noqa: BLE001 - no device for this slot: the run goes on with fewer
+                if attempt == 1:
+                    stats.retired.append(f"{type(exc).__name__}: {exc}"[:200])
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="venus-rollout-env")
         self.traj: Trajectory | None = None
         self.obs: Observation | None = None
@@ -208,7 +215,7 @@ def collect_groups(
     slots: list[_Slot] = []
     try:
         for _ in range(min(devices, len(queue))):
-            slots.append(_Slot(source))
+            slots.append(_Slot(source, stats))
         while True:
             for slot in slots:
                 if slot.env is not None and slot.traj is None and queue:
