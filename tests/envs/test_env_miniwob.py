@@ -195,3 +195,17 @@ def test_collect_cli(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["data", "collect", "--tasks", "chase-circle", "-o", str(tmp_path / "e")])
     assert res.exit_code == 2 and "no oracle" in res.output
+
+
+def test_an_overlapped_button_is_clicked_where_it_shows() -> None:
+    from venus_core.envs.miniwob_oracle import Element, OracleError, _uncovered
+
+    def el(x: float, y: float, w: float, h: float, text: str) -> Element:
+        return Element(x, y, w, h, text, None, None, None, "button")
+
+    one = el(10, 10, 40, 40, "ONE")
+    assert _uncovered(one, el(100, 100, 40, 40, "TWO")) == one  # apart: the whole button
+    part = _uncovered(one, el(30, 0, 40, 80, "TWO"))  # TWO covers ONE's right half
+    assert (part.x, part.w, part.y, part.h) == (10, 20, 10, 40)
+    with pytest.raises(OracleError, match="'ONE' is covered by 'TWO'"):
+        _uncovered(one, el(5, 5, 50, 50, "TWO"))

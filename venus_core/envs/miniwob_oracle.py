@@ -15,7 +15,8 @@ expected; the collector counts such episodes as failures. What a solver needs th
 after an action (the autocomplete list) is waited for on the DOM with a bounded timeout
 (`Page.wait_settled`, `OracleTimeout`), never by a fixed number of sleeps.
 
-Tasks: click-button, click-link, click-checkboxes, click-option, click-tab, click-dialog,
+Tasks: click-test (one button), click-test-2 (one of two, by name), click-color (one of four
+colour boxes, by colour name), click-button, click-link, click-checkboxes, click-option, click-tab, click-dialog,
 focus-text, enter-text, enter-password, login-user, use-autocomplete (`SOLVERS`).
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from venus_core.actions import Action, Click, Type, Wait, box_from_pixels
 from venus_core.envs.base import EnvError
@@ -178,6 +179,40 @@ def click_button(page: Page) -> Iterator[OracleStep]:
                      "and click it.", f"Clicked the \"{label}\" button.")
 
 
+def click_test(page: Page) -> Iterator[OracleStep]:
+    yield page.click(page.one("#area button"), "There is one button on the page; I click it.",
+                     "Clicked the button.")
+
+
+def _uncovered(el: Element, over: Element) -> Element:
+    """The largest strip of `el` that `over` (drawn on top of it) leaves visible; `el` itself when
+    they do not overlap. OracleError when `over` covers it whole."""
+    if over.x >= el.x + el.w or over.x + over.w <= el.x or over.y >= el.y + el.h or over.y + over.h <= el.y:
+        return el
+    strips = [replace(el, w=over.x - el.x), replace(el, x=over.x + over.w, w=el.x + el.w - over.x - over.w),
+              replace(el, h=over.y - el.y), replace(el, y=over.y + over.h, h=el.y + el.h - over.y - over.h)]
+    best = max(strips, key=lambda e: min(e.w, e.h))
+    if min(best.w, best.h) < 4:
+        raise OracleError(f"element {el.text!r} is covered by {over.text!r}")
+    return best
+
+
+def click_test_2(page: Page) -> Iterator[OracleStep]:
+    (label,) = _quoted(page.query(), r"^Click button (\w+)\.$")
+    buttons = page.elements("#area button")
+    target = page.one("#area button", label)
+    later = buttons[[b.text for b in buttons].index(label) + 1:]  # drawn on top of it (absolute positions)
+    for other in later:
+        target = _uncovered(target, other)
+    yield page.click(target, f"The instruction names button {label}; I click it.", f"Clicked button {label}.")
+
+
+def click_color(page: Page) -> Iterator[OracleStep]:
+    (color,) = _quoted(page.query(), r"^Click on the ([a-z]+) colored box\.$")
+    yield page.click(page.one(f'#area .color[data-color="{color}"]'), f"The instruction asks for "
+                     f"the {color} box; I click it.", f"Clicked the {color} box.")
+
+
 def click_link(page: Page) -> Iterator[OracleStep]:
     (label,) = _quoted(page.query(), r'Click on the link "(.*)"')
     yield page.click(page.one("#area .alink", label),
@@ -280,7 +315,8 @@ def use_autocomplete(page: Page) -> Iterator[OracleStep]:
 
 
 SOLVERS: dict[str, Solver] = {
-    "click-button": click_button, "click-link": click_link,
+    "click-button": click_button, "click-link": click_link, "click-test": click_test,
+    "click-test-2": click_test_2, "click-color": click_color,
     "click-checkboxes": click_checkboxes, "click-option": click_option, "click-tab": click_tab,
     "click-dialog": click_dialog, "focus-text": focus_text, "enter-text": enter_text,
     "enter-password": enter_password, "login-user": login_user,
