@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -64,3 +65,18 @@ def load_dir(path: Path) -> dict[str, torch.Tensor]:
     return out
 
 
+def tiny_specialist(base: Path, out: Path, seed: int, scale: float = 0.01) -> Path:
+    """A copy of the real checkpoint `base` whose language weights are perturbed (vision tower frozen),
+    with its SHA256SUMS, as a specialist written by the platform carries (the merge job verifies it)."""
+    from venus_core.models.integrity import write_manifest
+
+    shutil.copytree(base, out)
+    g = torch.Generator().manual_seed(seed)
+    for f in sorted(out.glob("*.safetensors")):
+        tensors = load_file(str(f))
+        for k, v in tensors.items():
+            if v.is_floating_point() and "visual" not in k:
+                tensors[k] = v + torch.randn(v.shape, generator=g).to(v.dtype) * scale
+        save_file(tensors, str(f), metadata={"format": "pt"})
+    write_manifest(out)
+    return out

@@ -8,17 +8,14 @@ on a hand-written grounding dataset.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-import torch
 from PIL import Image
-from safetensors.torch import load_file, save_file
 
+from merge_helpers import tiny_specialist
 from venus_core.config import AgentSpec
 from venus_core.data import DatasetWriter, GroundingSample, Provenance
-from venus_core.models.integrity import write_manifest
 
 AGENT = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
@@ -33,19 +30,6 @@ def _grounding(path: Path) -> Path:
     return path
 
 
-def _specialist(base: Path, out: Path, seed: int) -> Path:
-    shutil.copytree(base, out)
-    g = torch.Generator().manual_seed(seed)
-    for f in sorted(out.glob("*.safetensors")):
-        tensors = load_file(str(f))
-        for k, v in tensors.items():
-            if v.is_floating_point() and "visual" not in k:
-                tensors[k] = v + torch.randn(v.shape, generator=g).to(v.dtype) * 0.01
-        save_file(tensors, str(f), metadata={"format": "pt"})
-    write_manifest(out)  # a fine-tune written by the platform carries its SHA256SUMS (the merge job verifies it)
-    return out
-
-
 @pytest.mark.slow
 def test_merge_job_compares_candidates_with_best_single(tmp_path: Path) -> None:
     from venus_core.models.tiny import build_tiny
@@ -53,7 +37,7 @@ def test_merge_job_compares_candidates_with_best_single(tmp_path: Path) -> None:
 
     base = build_tiny(AgentSpec().model.tiny, tmp_path / "base")
     names = ("grounding", "mobile", "web")
-    dirs = [_specialist(base, tmp_path / n, i + 1) for i, n in enumerate(names)]
+    dirs = [tiny_specialist(base, tmp_path / n, i + 1) for i, n in enumerate(names)]
     data = _grounding(tmp_path / "ss")
     out = tmp_path / "out"
     argv = ["--spec", str(AGENT), "--set", "eval.batch_size=2", "--set", "merge.method=ties", "--base", str(base), "--out", str(out),

@@ -17,11 +17,16 @@ RL_DOMAINS = ("grounding", "mobile", "web")
 DATA_DOMAINS = ("perception", "vqa", "grounding", "navigation")
 
 
-def _registered(kind: str) -> AfterValidator:
+TRAINED_MERGE_METHODS = ("distill",)
+"""`merge.method` values that train a model instead of combining tensors (no `merge_methods` entry):
+`distill` is multi-teacher on-policy distillation (`venus_core.merge.distill`)."""
+
+
+def _registered(kind: str, also: tuple[str, ...] = ()) -> AfterValidator:
     def check(value: str) -> str:
         reg = registry(kind)
-        if value not in reg:
-            known = ", ".join(reg.names()) or "(none registered)"
+        if value not in reg and value not in also:
+            known = ", ".join([*reg.names(), *also]) or "(none registered)"
             raise ValueError(f"unknown {kind} name {value!r}; known: {known}")
         return value
 
@@ -31,7 +36,7 @@ def _registered(kind: str) -> AfterValidator:
 RewardName = Annotated[str, _registered("rewards")]
 EnvName = Annotated[str, _registered("envs")]
 JudgeName = Annotated[str, _registered("judges")]
-MergeMethodName = Annotated[str, _registered("merge_methods")]
+MergeMethodName = Annotated[str, _registered("merge_methods", also=TRAINED_MERGE_METHODS)]
 ImporterName = Annotated[str, _registered("importers")]
 EvaluatorName = Annotated[str, _registered("eval_suites")]
 

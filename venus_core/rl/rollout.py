@@ -247,16 +247,18 @@ def completions_batch(
                         [""] * len(completions), 1, suppressed_token_ids(processor))
 
 
-def sequence_logprobs(
-    model: PreTrainedModel, batch: RolloutBatch, *, temperature: float = 1.0, with_entropy: bool = False,
-    shared_prefix: bool = True, forward: torch.nn.Module | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probabilities of the completion tokens (and entropies): [N, T] each.
+def completion_logits(
+    model: PreTrainedModel, batch: RolloutBatch, *, temperature: float = 1.0, shared_prefix: bool = True,
+    forward: torch.nn.Module | None = None,
+) -> torch.Tensor:
+    """Float logits over the whole vocabulary predicting each completion token, divided by
+    `temperature`: [N, T, V], on the model's device; the sampler's suppressed tokens are -inf.
 
     Runs under the caller's grad mode; only the last T+1 positions go through the LM head. With
     groups (G > 1) on a Qwen3-VL model each prompt runs once (`rl.prefix`), same values and gradients.
     `forward` (default `model`) is the module the passes call, e.g. `model`'s DDP wrapper; `model`
-    itself is only inspected (device, dtype, rope index).
+    itself is only inspected (device, dtype, rope index). `sequence_logprobs` gathers the sampled
+    tokens from these; on-policy distillation (`merge.distill`) compares whole distributions.
     """
     run = forward if forward is not None else model
     device = next(model.parameters()).device
@@ -273,9 +275,19 @@ def sequence_logprobs(
         logits = out.logits[:, -(t + 1) : -1, :].float() / temperature  # [N, T, V]
     if batch.suppressed:  # the sampler's distribution: suppressed tokens have probability 0
         logits[..., batch.suppressed] = float("-inf")
-    logp = token_logprobs(logits, batch.completion_ids.to(device))
+    return logits
+
+
+def sequence_logprobs(
+    model: PreTrainedModel, batch: RolloutBatch, *, temperature: float = 1.0, with_entropy: bool = False,
+    shared_prefix: bool = True, forward: torch.nn.Module | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probabilities of the completion tokens (and entropies): [N, T] each, from
+    `completion_logits` (same grad mode, groups and `forward` rules)."""
+    logits = completion_logits(model, batch, temperature=temperature, shared_prefix=shared_prefix, forward=forward)
+    logp = token_logprobs(logits, batch.completion_ids.to(logits.device))
     ent = token_entropy(logits) if with_entropy else None
     return logp, ent
 
 
-__all__ = ["RolloutBatch", "completion_mask", "completions_batch", "end_token_ids", "sample_groups", "sequence_logprobs"]
+__all__ = ["RolloutBatch", "completion_logits", "completion_mask", "completions_batch", "end_token_ids", "sample_groups", "sequence_logprobs"]

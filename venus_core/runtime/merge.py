@@ -14,6 +14,11 @@ single specialist is the one with the highest mean headline rate over the suites
 (`merge.compare` rows x suites, plus the mean) goes to `report.json` under `comparison` and to
 `OUT/comparison.md`. The published checkpoint (`OUT/model`) is always the spec's `merge.method`:
 the spec chooses, the table records whether that choice won on the quick set.
+
+`distill` (as `merge.method` or a `merge.compare` entry) is not a tensor merge: the specialists are
+distilled into one student by multi-teacher on-policy distillation (`venus_core.merge.distill`,
+settings `merge.distill`), trained on `--device` (default: the GPU when there is one); its
+prompts and its TIES start go to `OUT/distill-work`. Its candidate is compared like the others.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 
 from venus_core.config import AgentSpec
 from venus_core.config.registry import registry
-from venus_core.config.spec import EvalSuiteSpec
+from venus_core.config.spec import TRAINED_MERGE_METHODS, EvalSuiteSpec
 from venus_core.merge import MergeConfig, PartPolicy, merge_checkpoints
 from venus_core.models.integrity import verify_checkpoint_dir
 from venus_core.runtime import evaluate
@@ -92,13 +97,32 @@ def weights_for(method: str, names: Sequence[str], spec: AgentSpec) -> list[floa
     return w
 
 
+def method_config(spec: AgentSpec, method: str, names: Sequence[str]) -> MergeConfig:
+    """`merge_config` with the spec's weights for `names` (normalized where the method wants)."""
+    return merge_config(spec, method).model_copy(update={"weights": weights_for(method, names, spec)})
+
+
+def distill_candidate(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[Path], target: Path,
+                      work: Path, device: Any = "auto") -> dict[str, Any]:
+    """The `distill` candidate: the specialists distilled into one student at `target` (`merge.distill`)."""
+    from venus_core.merge.distill import distill, distill_prompts
+    from venus_core.models.placement import job_device
+
+    cfg = spec.merge.distill
+    prompts = distill_prompts(cfg.prompts, names, work, spec.data.history_len)
+    init_merge = method_config(spec, "ties", names) if cfg.init == "ties" else None
+    return distill(base, dict(zip(names, dirs, strict=True)), target, cfg, prompts, model_spec=spec.model,
+                   work=work, device=job_device(spec, JOB, device), init_merge=init_merge)
+
+
 def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[Path], out: Path,
               *, candidates: bool = False, tracker: Tracker | None = None,
-              suites: Sequence[EvalSuiteSpec] | None = None) -> dict[str, Any]:
+              suites: Sequence[EvalSuiteSpec] | None = None, device: Any = "auto") -> dict[str, Any]:
     """Merge (and with `suites`, evaluate the candidates against the specialists); returns the report.
 
     The inputs are earlier stages' outputs, so each must pass `verify_checkpoint_dir` with its
-    SHA256SUMS (a specialist whose job was killed while writing has none) before anything is read."""
+    SHA256SUMS (a specialist whose job was killed while writing has none) before anything is read.
+    `device`: where `distill` trains (tensor merges run on the CPU)."""
     for d in (base, *dirs):
         verify_checkpoint_dir(d, require_manifest=True)
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
@@ -108,15 +132,23 @@ def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[
     results: dict[str, Any] = {}
     for method in methods:
         target = out / "model" if method == spec.merge.method else out / "candidates" / method
-        cfg = merge_config(spec, method).model_copy(update={"weights": weights_for(method, names, spec)})
         t0 = time.perf_counter()
-        report = merge_checkpoints(base, dirs, target, cfg)
+        metrics: dict[str, float] = {}
+        report: dict[str, Any]
+        if method in TRAINED_MERGE_METHODS:
+            report = distill_candidate(spec, base, names, dirs, target, out / f"{method}-work", device)
+            for domain, kl in report["last_loss"].items():
+                metrics[f"{domain}/first_kl"] = report["first_loss"][domain]
+                metrics[f"{domain}/last_kl"] = kl
+            metrics["tokens"] = report["tokens"]
+        else:
+            report = merge_checkpoints(base, dirs, target, method_config(spec, method, names))
+            for part, stats in report["parts"].items():
+                dens = stats["achieved_density"]
+                metrics[f"{part}/achieved_density"] = sum(dens) / len(dens)
+                metrics[f"{part}/sign_conflict_rate"] = stats["sign_conflict_rate"]
         seconds = time.perf_counter() - t0
-        metrics = {"seconds": seconds}
-        for part, stats in report["parts"].items():  # type: ignore[union-attr]
-            dens = stats["achieved_density"]
-            metrics[f"{part}/achieved_density"] = sum(dens) / len(dens)
-            metrics[f"{part}/sign_conflict_rate"] = stats["sign_conflict_rate"]
+        metrics["seconds"] = seconds
         # `metrics` is what the merge component copies into its Kubeflow Metrics artifact
         results[method] = {"path": str(target), "seconds": round(seconds, 3), "metrics": metrics, "report": report}
         tracker.log_metrics({f"{method}/{k}": v for k, v in metrics.items()}, step=0)
@@ -202,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="quick-set dataset directory (repeatable); default: the spec's eval.suites")
     p.add_argument("--limit", type=int, default=QUICK_LIMIT,
                    help=f"samples / episodes per suite in the quick set (default {QUICK_LIMIT})")
+    p.add_argument("--device", default="auto",
+                   help="where distill trains: auto (the GPU when there is one), cpu, cuda, cuda:N")
     args = p.parse_args(argv)
     spec = load_job_spec(args)
     names, dirs = parse_models(args.model, spec)
@@ -209,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     suites = evaluate.resolve_suites(args.data, spec.eval.suites, args.limit) if args.evaluate else None
     with job_tracking(JOB, spec, out, tags={"venus.merge_method": spec.merge.method}) as tracker:
         report = run_merge(spec, Path(args.base), names, dirs, out, candidates=args.candidates, tracker=tracker,
-                           suites=suites)
+                           suites=suites, device=args.device)
         tracker.record_provenance(report["provenance"])
         version = register_merged(tracker, spec, out / "model", {
             "merge_method": spec.merge.method, "specialists": report["specialists"], "base": str(args.base)})
