@@ -34,7 +34,7 @@ def evaluate(
         agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
         overrides: Spec overrides as key=value, applied after the spec.
         mid: The mid-trained checkpoint.
-        merged: The merged checkpoint.
+        merged: The merged checkpoint (the published method), with the other merge.compare methods in candidates/.
         use_spec_suites: True when the spec names suites; false evaluates on the validation split of data.
         limit: Samples or episodes per suite; 0 means every one.
         data: The scored corpus from score_data; passed only when use_spec_suites is false.
@@ -65,6 +65,10 @@ def evaluate(
         if specialist is not None:
             argv += ["--model", f"{name}={os.path.join(specialist.path, 'model')}"]
     argv += ["--model", f"merged={os.path.join(merged.path, 'model')}"]
+    candidates = os.path.join(merged.path, "candidates")  # the merge stage's other merge.compare methods
+    if os.path.isdir(candidates):
+        for method in sorted(os.listdir(candidates)):
+            argv += ["--model", f"merge-{method}={os.path.join(candidates, method)}"]
     if not use_spec_suites:
         if data is None:
             raise ValueError("evaluate: the spec has no eval.suites nor eval.held_out_suites and no dataset was passed")

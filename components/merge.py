@@ -26,14 +26,14 @@ def merge(
         agent_spec: The resolved agent spec (one line of JSON); the job reads it with --spec.
         overrides: Spec overrides as key=value, applied after method and density.
         base: The mid-trained checkpoint the task vectors are taken against.
-        method: Merge method (merge.method): ties, linear or task_arithmetic.
+        method: Merge method (merge.method): ties, linear, task_arithmetic or distill.
         density: Share of each task vector kept by magnitude before merging (merge.density, TIES).
         grounding: The grounding specialist, when that domain is enabled.
         mobile: The mobile specialist (after online RL when enabled), when that domain is enabled.
         web: The web specialist (after online RL when enabled), when that domain is enabled.
 
     Returns:
-        model: The merged HF checkpoint in model/, with report.json.
+        model: The merged HF checkpoint in model/, with report.json; the other merge.compare methods' checkpoints in candidates/<method>.
         metrics: Seconds, and per part the achieved density and sign-conflict rate of the published method.
     """
     import json
@@ -52,6 +52,8 @@ def merge(
             argv += ["--model", f"{name}={os.path.join(specialist.path, 'model')}"]
     for item in overrides:
         argv += ["--set", item]
+    # the other merge.compare methods go to model/candidates/<method>, for the evaluate stage's table
+    argv += ["--candidates"]
     rc = main(argv)
     if rc != 0:
         raise RuntimeError(f"merge failed with exit status {rc}")

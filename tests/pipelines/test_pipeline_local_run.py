@@ -28,7 +28,9 @@ SHRINK = [
      for k in ("max_steps=1", "prompts_per_step=2", "group_size=2", "max_new_tokens=8")] + [
     "online_rl.steps=1", "online_rl.tasks_per_step=1", "online_rl.group_size=2", "online_rl.devices=2",
     "online_rl.max_steps_per_episode=2", "online_rl.task_pool.held_out=2", "online_rl.train_tasks=4",
-    "online_rl.max_new_tokens=8", "online_rl.web_tasks=[click-button]"]
+    "online_rl.max_new_tokens=8", "online_rl.web_tasks=[click-button]",
+    "merge.distill.steps=1", "merge.distill.batch_size=1", "merge.distill.max_new_tokens=8",
+    "merge.distill.prompts.records=4"]
 
 
 def test_task_log_splits_the_kfp_local_stream_per_task() -> None:
@@ -105,7 +107,9 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     ev = by_stage["evaluate"]
     assert Path(ev["outputs"]["report"]).read_text().lstrip().lower().startswith("<!doctype html")
     models = {key.split("/")[0] for key in ev["metrics"]}
-    assert models == {"mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged"}
+    assert models == {"mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged",
+                      "merge-linear", "merge-distill"}  # merge.compare's other methods, from the merge stage
+    assert sorted(p.name for p in (merged.parent / "candidates").iterdir()) == ["distill", "linear"]
     assert ev["metrics"]["merged/held-out-grounding/overall_n"] == 6  # 3 levels x 2: the spec's held-out suites
     assert {"mid/held-out-navigation/step_success_ci_low", "mid/held-out-navigation/step_success_ci_high"} \
         <= set(ev["metrics"])
