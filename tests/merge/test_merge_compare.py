@@ -41,23 +41,25 @@ def test_merge_job_compares_candidates_with_best_single(tmp_path: Path) -> None:
     data = _grounding(tmp_path / "ss")
     out = tmp_path / "out"
     argv = ["--spec", str(AGENT), "--set", "eval.batch_size=2", "--set", "merge.method=ties", "--base", str(base), "--out", str(out),
-            "--evaluate", "--data", str(data), "--limit", "2"]
+            "--evaluate", "--data", str(data), "--limit", "2", "--set", "merge.distill.steps=1",
+            "--set", "merge.distill.batch_size=1", "--set", "merge.distill.max_new_tokens=8",
+            "--set", "merge.distill.prompts.records=4"]
     for n, d in zip(names, dirs):
         argv += ["--model", f"{n}={d}"]
     assert main(argv) == 0
 
     report = json.loads((out / "report.json").read_text())
     table = report["comparison"]
-    assert [r["candidate"] for r in table["rows"]] == ["ties", "linear", "best_single"]
+    assert [r["candidate"] for r in table["rows"]] == ["ties", "linear", "distill", "best_single"]  # venus-tiny's merge.compare
     assert table["suites"] == ["ss"] and table["metrics"] == {"ss": "overall"}
-    assert table["best_single"] in names and table["rows"][2]["model"] == table["best_single"]
+    assert table["best_single"] in names and table["rows"][3]["model"] == table["best_single"]
     best = max(table["specialists"].values())
     assert table["specialists"][table["best_single"]] == best  # the best specialist by mean
     for r in table["rows"]:
         assert 0.0 <= r["scores"]["ss"] <= 1.0 and r["mean"] == r["scores"]["ss"]
-    assert table["published"] == "ties" and table["winner"] in ("ties", "linear", "best_single")
+    assert table["published"] == "ties" and table["winner"] in ("ties", "linear", "distill", "best_single")
     summary = json.loads((out / "compare" / "summary.json").read_text())
-    assert set(summary) == {"ties", "linear", *names}  # every specialist was evaluated
+    assert set(summary) == {"ties", "linear", "distill", *names}  # every specialist was evaluated
     assert all(summary[m]["ss"]["n"] == 2 for m in summary)
     assert summary["linear"]["ss"]["value"] == table["rows"][1]["mean"]
     md = (out / "comparison.md").read_text()

@@ -134,6 +134,32 @@ def test_loading_refuses_pickles_wrong_architecture_and_missing_dirs(tiny_dir: P
         load_model(tmp_path / "nope", ModelSpec())
 
 
+def test_loading_refuses_weights_the_config_does_not_describe(tiny_dir: Path, tmp_path: Path) -> None:
+    # a config without its sizes would build the architecture's default (8B-sized) model before
+    # reading a weight: refused from the headers instead, naming the file and the shapes
+    from safetensors.torch import save_file
+
+    from venus_core.models.integrity import write_manifest
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    save_file({"model.language_model.layers.0.mlp.up_proj.weight": torch.zeros(8, 4)}, str(bare / "model.safetensors"))
+    (bare / "config.json").write_text('{"model_type": "qwen3_vl"}')
+    write_manifest(bare)
+    with pytest.raises(ValueError, match=r"no \*embed_tokens.weight tensor .* does not describe these weights"):
+        load_model(bare, ModelSpec())
+    other = tmp_path / "other"  # the tiny weights under a config with another vocabulary size
+    shutil.copytree(tiny_dir, other)
+    cfg = json.loads((other / "config.json").read_text())
+    cfg["text_config"]["vocab_size"] += 8
+    (other / "config.json").write_text(json.dumps(cfg))
+    (other / "SHA256SUMS").unlink(missing_ok=True)
+    write_manifest(other)
+    with pytest.raises(ValueError, match=r"embed_tokens.weight has shape \[\d+, \d+\], but .* describes"):
+        load_model(other, ModelSpec())
+    load_model(tiny_dir, ModelSpec())  # a consistent checkpoint still loads
+
+
 def test_pixel_limits_from_spec_and_dtype_rules(tiny_dir: Path) -> None:
     proc = load_processor(tiny_dir, 32 * 32, 64 * 64)
     enc = proc.image_processor(images=[screen((9, 9, 9), (256, 256))])

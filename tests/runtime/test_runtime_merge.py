@@ -37,6 +37,8 @@ def test_merge_job_writes_model_candidates_and_report(tmp_path: Path) -> None:
     out = tmp_path / "out"
     spec = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
     rc = main(["--spec", str(spec), "--set", "merge.method=ties",  # venus-tiny publishes linear; this tests TIES
+               # the tensor methods only: these files are not loadable models, which `distill` needs
+               "--set", "merge.compare=[ties,linear,best_single]",
                "--base", str(tmp_path / "base"), "--out", str(out), "--candidates",
                "--model", f"grounding={tmp_path / 'grounding'}", "--model", f"mobile={tmp_path / 'mobile'}",
                "--model", f"web={tmp_path / 'web'}"])
@@ -81,7 +83,9 @@ def test_the_merge_components_metrics_artifact_holds_the_published_methods_numbe
         _ckpt(tmp_path / name / "model", i + 1, base)
     spec = (Path(__file__).resolve().parents[2] / "agents" / "venus-tiny" / "agent.yaml").read_text()
     model, metrics = Model(uri=str(tmp_path / "out")), Metrics(uri=str(tmp_path / "metrics"))
-    merge(agent_spec=spec, overrides=[], base=Model(uri=str(tmp_path / "base")), method="ties", density=0.5,
+    # the tensor methods only (these files are not loadable models, which `distill` needs)
+    merge(agent_spec=spec, overrides=["merge.compare=[ties,linear,best_single]"], base=Model(uri=str(tmp_path / "base")),
+          method="ties", density=0.5,
           model=model, metrics=metrics, grounding=Model(uri=str(tmp_path / "grounding")),
           mobile=Model(uri=str(tmp_path / "mobile")), web=Model(uri=str(tmp_path / "web")))
     published = json.loads((tmp_path / "out" / "report.json").read_text())["methods"]["ties"]

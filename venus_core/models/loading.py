@@ -61,6 +61,36 @@ def check_checkpoint(path: Path, architecture: str, *, require_manifest: bool = 
             f"{cfg_file}: model_type {model_type!r} does not match model.architecture {architecture!r}"
             f" (expected {' or '.join(expected)})"
         )
+    _check_embeddings_match_config(path)
+
+
+def _check_embeddings_match_config(path: Path) -> None:
+    """The token embedding in the weights has the [vocab_size, hidden_size] shape config.json gives.
+
+    Why: `from_pretrained` allocates the model config.json describes before it reads a weight; a
+    config without its sizes (or from another model) builds the architecture's default, e.g. an
+    8B-sized model from a 4 KB checkpoint (tens of GB, then an out-of-memory kill instead of an
+    error). The embedding is the one tensor every model has whose shape the config fixes; checked
+    from the safetensors headers, before anything is allocated."""
+    from safetensors import safe_open
+    from transformers import AutoConfig
+
+    try:
+        text = AutoConfig.from_pretrained(path).get_text_config()
+        want = [int(text.vocab_size), int(text.hidden_size)]
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise ValueError(f"{path / 'config.json'}: no usable text config (vocab_size, hidden_size): {exc}") from None
+    for file in sorted(path.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            for key in f.keys():
+                if key.endswith("embed_tokens.weight"):
+                    got = list(f.get_slice(key).get_shape())
+                    if got != want:
+                        raise ValueError(f"{file}: {key} has shape {got}, but {path / 'config.json'} describes "
+                                         f"vocab_size x hidden_size = {want}: the config does not describe these weights")
+                    return
+    raise ValueError(f"{path}: no *embed_tokens.weight tensor in its safetensors files; config.json "
+                     f"({want[0]} x {want[1]} embeddings) does not describe these weights")
 
 
 def load_model(
