@@ -84,11 +84,14 @@ class _KillAfter:
     def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
         self.calls += 1
         if self.calls == self.n and self.killed is None:
-            holders = self.farm.registry.holders()  # type: ignore[union-attr]
-            device = sorted(holders)[0]
-            self.farm.kill(int(device.split("-")[1]))
-            self.killed = device
+            self.killed = self.fault()
         return self.inner.act(requests)
+
+    def fault(self) -> str:
+        """Inject the fault; what was hit."""
+        device = sorted(self.farm.registry.holders())[0]  # type: ignore[union-attr]
+        self.farm.kill(int(device.split("-")[1]))
+        return device
 
 
 @needs_adb
@@ -163,12 +166,9 @@ def test_a_device_that_stops_answering_times_out_and_the_run_continues(tasks: li
 
 
 class _RestartGatewayAfter(_KillAfter):
-    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
-        self.calls += 1
-        if self.calls == self.n and self.killed is None:
-            self.farm.restart_gateway()
-            self.killed = "gateway"
-        return self.inner.act(requests)
+    def fault(self) -> str:
+        self.farm.restart_gateway()
+        return "gateway"
 
 
 @needs_adb
@@ -189,12 +189,9 @@ def test_a_gateway_restart_mid_run_loses_only_the_episodes_in_flight() -> None:
 
 
 class _KillAdbServerAfter(_KillAfter):
-    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
-        self.calls += 1
-        if self.calls == self.n and self.killed is None:
-            self.farm.kill_adb_server()
-            self.killed = "adb server"
-        return self.inner.act(requests)
+    def fault(self) -> str:
+        self.farm.kill_adb_server()
+        return "adb server"
 
 
 @needs_adb
@@ -217,13 +214,10 @@ def test_a_lost_adb_server_is_started_again_and_costs_only_the_episodes_in_fligh
 
 
 class _KillAll(_KillAfter):
-    def act(self, requests: Sequence[StepRequest]) -> list[Completion]:
-        self.calls += 1
-        if self.calls == self.n and self.killed is None:
-            for i in range(len(self.farm.servers)):
-                self.farm.kill(i)
-            self.killed = "all"
-        return self.inner.act(requests)
+    def fault(self) -> str:
+        for i in range(len(self.farm.servers)):
+            self.farm.kill(i)
+        return "all"
 
 
 @needs_adb
