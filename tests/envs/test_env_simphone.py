@@ -160,6 +160,18 @@ def test_sim_server_serial_and_env_close_stop_servers() -> None:
     assert env.server is None and env.adb_server is None and not adb.running
 
 
+def test_a_killed_adb_server_is_started_again_by_ensure() -> None:
+    with AdbServerProcess() as adb:
+        assert adb.alive() and adb.ensure() is False and adb.restarts == 0
+        adb.kill()  # exits as a crashed server would; still `running` (it was not stopped)
+        deadline = time.monotonic() + 10
+        while adb.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not adb.alive() and adb.running
+        assert adb.ensure() is True and adb.alive() and adb.restarts == 1
+    assert not adb.running
+
+
 def test_adbshell_exit_codes_on_a_device_without_shell_v2() -> None:
     """Older devices lack shell_v2: adbutils appends `; echo X4EXIT:$?` to read exit codes."""
     phone = get_phone()

@@ -136,7 +136,25 @@ def test_run_merge_writes_the_distilled_candidate(ckpts: tuple[Path, dict[str, P
     metrics = report["methods"]["distill"]["metrics"]
     assert {f"{d}/last_kl" for d in NAMES} <= set(metrics) and metrics["tokens"] > 0
     assert report["methods"]["distill"]["path"] == str(target)
-    assert (tmp_path / "out" / "distill-work" / "init-ties" / "SHA256SUMS").is_file()
+    # the student starts from the TIES merge this stage already published, not from a second one
+    assert report["methods"]["distill"]["report"]["start"] == str(tmp_path / "out" / "model")
+    assert not (tmp_path / "out" / "distill-work" / "init-ties").exists()
+
+
+def test_run_merge_merges_the_distill_start_when_ties_is_not_a_candidate(
+        ckpts: tuple[Path, dict[str, Path]], tmp_path: Path) -> None:
+    from venus_core.runtime.merge import run_merge
+
+    base, specialists = ckpts
+    spec = AgentSpec.model_validate({"merge": {"method": "distill", "compare": ["distill", "linear"],
+                                               "distill": {**SMALL, "steps": 1, "batch_size": 1}}})
+    report = run_merge(spec, base, list(specialists), list(specialists.values()), tmp_path / "out", candidates=True,
+                       device="cpu")
+    assert list(report["methods"]) == ["linear", "distill"]  # tensor merges first
+    start = tmp_path / "out" / "distill-work" / "init-ties"
+    assert report["methods"]["distill"]["report"]["start"] == str(start)
+    assert verify_checkpoint_dir(start, require_manifest=True) is not None
+    assert verify_checkpoint_dir(tmp_path / "out" / "model", require_manifest=True) is not None
 
 
 # --------------------------------------------------------------------------- the spec

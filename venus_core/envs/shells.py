@@ -158,6 +158,11 @@ class AdbServerProcess:
         self.restarts += 1
         return True
 
+    def kill(self) -> None:
+        """Make the server exit as if it crashed (`adb kill-server`), keeping it `running`, so that
+        `ensure()` starts it again: what a lost server looks like (fault tests, drills)."""
+        self._adb("kill-server")
+
     def stop(self) -> None:
         if self.running:
             self.running = False

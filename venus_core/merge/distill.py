@@ -24,7 +24,8 @@ the student starts close to every teacher; its own samples are then the kind of 
 teachers are good at judging, the KL is small, and a short run repairs the interference TIES left
 instead of relearning three skills from the base; the comparison with the `ties` row answers
 whether distillation adds anything. `init: base` starts from the base checkpoint (the plain
-multi-teacher setting, which needs many more steps). The TIES start is written to `work/init-ties`.
+multi-teacher setting, which needs many more steps). The TIES start is written to `work/init-ties`,
+or taken from the merge stage's own TIES candidate when it has one (`init_dir`).
 
 Prompts (`distill_prompts`): grounding prompts from grounding records, navigation prompts from
 the steps of mobile / web episodes, made by `rl.prompts.grounding_item` / `navigation_item` (the
@@ -188,11 +189,16 @@ def prompt_batches(n: int, batch_size: int, rng: random.Random) -> Iterator[list
 
 
 def student_start(cfg: DistillSpec, base: Path, specialists: Mapping[str, Path], work: Path,
-                  init_merge: MergeConfig | None) -> Path:
+                  init_merge: MergeConfig | None, init_dir: Path | None = None) -> Path:
     """The checkpoint the student starts from: the base, or a TIES merge of the specialists written
-    to `work/init-ties` with `init_merge` (the spec's TIES settings and weights)."""
+    to `work/init-ties` with `init_merge` (the spec's TIES settings and weights). `init_dir`: that
+    same TIES merge already written by the caller (the merge stage's `ties` candidate); it is
+    verified against its SHA256SUMS and used as is instead of merging again."""
     if cfg.init == "base":
         return base
+    if init_dir is not None:
+        verify_checkpoint_dir(init_dir, require_manifest=True)
+        return init_dir
     if init_merge is None or init_merge.method != "ties":
         raise ValueError("merge.distill.init=ties needs the TIES merge configuration (init_merge)")
     target = work / "init-ties"
@@ -204,10 +210,12 @@ def student_start(cfg: DistillSpec, base: Path, specialists: Mapping[str, Path],
 
 def distill(base: Path, specialists: Mapping[str, Path], out: Path, cfg: DistillSpec,
             prompts: Mapping[str, Sequence[Chat]], *, model_spec: ModelSpec, work: Path,
-            device: str | torch.device = "cpu", init_merge: MergeConfig | None = None) -> dict[str, Any]:
+            device: str | torch.device = "cpu", init_merge: MergeConfig | None = None,
+            init_dir: Path | None = None) -> dict[str, Any]:
     """Distil the `specialists` (domain -> checkpoint) into one student written to `out`; the report.
 
-    `prompts`: the chats of every domain (`distill_prompts`). `work`: where the TIES start goes.
+    `prompts`: the chats of every domain (`distill_prompts`). `work`: where the TIES start goes
+    (`init_dir`: an already-written TIES start, `student_start`).
     The inputs are verified (`verify_checkpoint_dir`, SHA256SUMS required) before anything is
     read; `out` must be empty or absent, and gets the student with `save_model` (safetensors,
     processor, `distill_report.json`, then SHA256SUMS)."""
@@ -218,7 +226,7 @@ def distill(base: Path, specialists: Mapping[str, Path], out: Path, cfg: Distill
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"distill: output {out} exists and is not empty")
     digests = {name: verify_checkpoint_dir(d, require_manifest=True) for name, d in [("base", base), *specialists.items()]}
-    start = student_start(cfg, base, specialists, work, init_merge)
+    start = student_start(cfg, base, specialists, work, init_merge, init_dir)
     student_device = resolve_device(device)
     student, processor = load_model(start, model_spec, student_device, training=True)
     teacher_device = reference_device(student_device)

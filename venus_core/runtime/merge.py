@@ -103,8 +103,10 @@ def method_config(spec: AgentSpec, method: str, names: Sequence[str]) -> MergeCo
 
 
 def distill_candidate(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[Path], target: Path,
-                      work: Path, device: Any = "auto") -> dict[str, Any]:
-    """The `distill` candidate: the specialists distilled into one student at `target` (`merge.distill`)."""
+                      work: Path, device: Any = "auto", ties_dir: Path | None = None) -> dict[str, Any]:
+    """The `distill` candidate: the specialists distilled into one student at `target` (`merge.distill`).
+    `ties_dir`: the TIES merge of the same inputs with the spec's settings, already written by this
+    stage; with `merge.distill.init: ties` the student starts from it instead of merging again."""
     from venus_core.merge.distill import distill, distill_prompts
     from venus_core.models.placement import job_device
 
@@ -112,7 +114,8 @@ def distill_candidate(spec: AgentSpec, base: Path, names: Sequence[str], dirs: S
     prompts = distill_prompts(cfg.prompts, names, work, spec.data.history_len)
     init_merge = method_config(spec, "ties", names) if cfg.init == "ties" else None
     return distill(base, dict(zip(names, dirs, strict=True)), target, cfg, prompts, model_spec=spec.model,
-                   work=work, device=job_device(spec, JOB, device), init_merge=init_merge)
+                   work=work, device=job_device(spec, JOB, device), init_merge=init_merge,
+                   init_dir=ties_dir if cfg.init == "ties" else None)
 
 
 def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[Path], out: Path,
@@ -129,6 +132,8 @@ def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[
     methods = [spec.merge.method]
     if candidates or suites is not None:
         methods += [c for c in spec.merge.compare if c not in ("best_single", spec.merge.method)]
+    # tensor merges first, so that distill can start from the TIES candidate instead of merging again
+    methods.sort(key=lambda m: m in TRAINED_MERGE_METHODS)
     results: dict[str, Any] = {}
     for method in methods:
         target = out / "model" if method == spec.merge.method else out / "candidates" / method
@@ -136,7 +141,8 @@ def run_merge(spec: AgentSpec, base: Path, names: Sequence[str], dirs: Sequence[
         metrics: dict[str, float] = {}
         report: dict[str, Any]
         if method in TRAINED_MERGE_METHODS:
-            report = distill_candidate(spec, base, names, dirs, target, out / f"{method}-work", device)
+            ties = Path(results["ties"]["path"]) if "ties" in results else None
+            report = distill_candidate(spec, base, names, dirs, target, out / f"{method}-work", device, ties)
             for domain, kl in report["last_loss"].items():
                 metrics[f"{domain}/first_kl"] = report["first_loss"][domain]
                 metrics[f"{domain}/last_kl"] = kl

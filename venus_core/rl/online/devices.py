@@ -315,8 +315,9 @@ class SimPhoneFarm:
 
     def kill_adb_server(self) -> None:
         """Make the private adb server exit (a lost adb server; for fault tests)."""
-        assert self.adb is not None
-        self.adb._adb("kill-server")
+        if self.adb is None:
+            raise RuntimeError("this farm has no private adb server (it was not started)")
+        self.adb.kill()
 
     def kill(self, index: int) -> None:
         """Stop device `index`'s ADB server (a device that dies; for fault tests)."""
