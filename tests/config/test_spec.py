@@ -164,3 +164,20 @@ def test_template_documents_every_field_and_validates() -> None:
     assert spec_from_dict(yaml.safe_load(text)) == AgentSpec()
     assert "# w1: weight of the format reward" in text
     assert "  lambda: 1.0" in text
+
+
+def test_eval_workers_need_a_core_each_on_a_cpu_pod() -> None:
+    from venus_core.config.spec import cpu_cores
+
+    assert [cpu_cores(q) for q in ("2", "1.5", "500m", " 4 ")] == [2.0, 1.5, 0.5, 4.0]
+    for bad in ("two", "0", "-1", "m"):
+        with pytest.raises(ValueError, match="CPU quantity"):
+            cpu_cores(bad)
+    ok = {"eval": {"workers": 2}, "platform": {"resources": {"evaluate": {"cpu": "2"}}}}
+    assert AgentSpec.model_validate(ok).eval.workers == 2
+    with pytest.raises(ValueError, match=r"eval.workers \(2\) exceeds the evaluate pod's CPU .*'1' = 1 cores"):
+        AgentSpec.model_validate({"eval": {"workers": 2}})
+    with pytest.raises(ValueError, match="'1500m' = 1.5 cores"):
+        AgentSpec.model_validate({"eval": {"workers": 2}, "platform": {"resources": {"evaluate": {"cpu": "1500m"}}}})
+    gpu = {"eval": {"workers": 4}, "platform": {"resources": {"evaluate": {"gpu_type": "H100", "gpu_count": 1}}}}
+    assert AgentSpec.model_validate(gpu).eval.workers == 4  # on a GPU: as many as fit its memory

@@ -60,6 +60,42 @@ def test_evaluate_job_two_models(tmp_path: Path, tiny_ckpt: Path) -> None:
     assert 'id="comparison"' in html and 'id="published"' in html  # fixture source is screenspot-pro
 
 
+@pytest.mark.slow
+def test_evaluate_workers_give_the_one_process_results(tmp_path: Path, tiny_ckpt: Path) -> None:
+    """`eval.workers: 2` evaluates the models in two spawned processes: the same results (offline and
+    live suites), files, summary and tracker steps as one process, in model order; a model whose
+    worker fails stops the job with its name."""
+    from venus_core.runtime.evaluate import main
+
+    g = write_grounding(tmp_path / "ss")
+    outs = {}
+    for workers in (1, 2):
+        out = outs[workers] = tmp_path / f"w{workers}"
+        rc = main(["--spec", "agents/venus-tiny", "--set", "eval.batch_size=4", "--set", f"eval.workers={workers}",
+                   "--model", f"mid={tiny_ckpt}", "--model", "fresh=tiny", "--model", f"merged={tiny_ckpt}",
+                   "--data", str(g), "--online", "sim-phone:levels=1,episodes=3,max_steps=2", "--limit", "3",
+                   "--out", str(out), "--viewer", "0"])
+        assert rc == 0
+    names = sorted(p.name for p in (outs[1] / "results").iterdir())
+    assert names == sorted(p.name for p in (outs[2] / "results").iterdir()) and len(names) == 6
+    for name in names:
+        a, b = (load_result(outs[w] / "results" / name) for w in (1, 2))
+        assert a.summary == b.summary and a.label == b.label
+        assert [s.get("answer") or s.get("steps") for s in a.samples] == [s.get("answer") or s.get("steps") for s in b.samples]
+    assert json.loads((outs[1] / "summary.json").read_text()) == json.loads((outs[2] / "summary.json").read_text())
+
+    def steps(out: Path) -> list[tuple[int, list[str]]]:
+        lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        return [(line["step"], sorted(k for k in line["metrics"] if not k.startswith("time/")))
+                for line in lines if "metrics" in line]
+    assert steps(outs[1]) == steps(outs[2]) and [s for s, _ in steps(outs[2])][::2] == [0, 1, 2]
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RuntimeError, match="model 'broken' failed in its worker"):
+        main(["--spec", "agents/venus-tiny", "--set", "eval.workers=2", "--model", f"mid={tiny_ckpt}",
+              "--model", f"broken={tmp_path / 'empty'}", "--data", str(g), "--limit", "1", "--out", str(tmp_path / "o")])
+
+
 def test_evaluate_job_needs_suites(tmp_path: Path) -> None:
     from venus_core.config.spec import EvalSuiteSpec
     from venus_core.runtime.evaluate import main, resolve_suites

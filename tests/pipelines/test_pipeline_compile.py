@@ -104,10 +104,14 @@ def test_the_graph_runs_the_stages_in_order(compiled: dict[str, tuple[str, dict[
 
 
 def test_without_held_out_suites_evaluate_falls_back_to_the_validation_split(tmp_path: Path) -> None:
-    spec = load_spec(ROOT / "agents" / "venus-tiny", ["eval.held_out_suites.enabled=false"])
+    spec = load_spec(ROOT / "agents" / "venus-tiny", ["eval.held_out_suites.enabled=false", "eval.suites=[]"])
     evaluate = _tasks(_compile(spec, tmp_path))["evaluate"]
     assert evaluate["inputs"]["artifacts"]["data"]["taskOutputArtifact"]["producerTask"] == "score-data"
     assert evaluate["inputs"]["parameters"]["use_spec_suites"]["runtimeValue"]["constant"] is False
+    # the spec's own (live) suites alone are suites: no fallback
+    live = load_spec(ROOT / "agents" / "venus-tiny", ["eval.held_out_suites.enabled=false"])
+    assert live.eval.suites and _tasks(_compile(live, tmp_path))["evaluate"]["inputs"]["parameters"][
+        "use_spec_suites"]["runtimeValue"]["constant"] is True
 
 
 def test_the_flywheel_option_runs_generate_data_before_score_data(tmp_path: Path) -> None:

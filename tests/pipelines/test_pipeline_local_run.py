@@ -24,6 +24,7 @@ SHRINK = [
     "mid_train.max_steps=2", "mid_train.batch_size=4", "mid_train.warmup_steps=0",
     "mid_train.save_every=2", "mid_train.eval_every=2", "eval.held_out=4", "eval.batch_size=4",
     "eval.held_out_suites.grounding_per_level=2", "eval.held_out_suites.navigation_steps=4",
+    "eval.suites.0.limit=2", "eval.suites.1.limit=2",
 ] + [f"offline_rl.{d}.{k}" for d in ("grounding", "mobile", "web")
      for k in ("max_steps=1", "prompts_per_step=2", "group_size=2", "max_new_tokens=8")] + [
     "online_rl.steps=1", "online_rl.tasks_per_step=1", "online_rl.group_size=2", "online_rl.devices=2",
@@ -111,6 +112,8 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
                       "merge-linear", "merge-distill"}  # merge.compare's other methods, from the merge stage
     assert sorted(p.name for p in (merged.parent / "candidates").iterdir()) == ["distill", "linear"]
     assert ev["metrics"]["merged/held-out-grounding/overall_n"] == 6  # 3 levels x 2: the spec's held-out suites
+    # then the spec's live suites (simulated phone, MiniWoB++ in Chromium), 2 episodes each, every model
+    assert ev["metrics"]["mid/live-phone/success_n"] == ev["metrics"]["merge-distill/live-web/success_n"] == 2
     assert {"mid/held-out-navigation/step_success_ci_low", "mid/held-out-navigation/step_success_ci_high"} \
         <= set(ev["metrics"])
     assert json.loads((tmp_path / "summary.json").read_text())["stages"] == stages

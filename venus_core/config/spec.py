@@ -403,6 +403,9 @@ class EvalSpec(Section):
     temperature: float = Field(0.0, ge=0, description="decoding temperature (UI-Venus: 0)")
     repetition_penalty: float = Field(1.05, gt=0, description="decoding repetition penalty (UI-Venus: 1.05)")
     held_out: int = Field(200, ge=1, description="held-out synthetic samples per domain for learning checks")
+    workers: int = Field(
+        1, ge=1, le=64, description="processes that evaluate models side by side (local checkpoints only; each "
+                                    "holds one model; on CPU at most one per core, on a GPU as many as fit its memory)")
 
 
 # --------------------------------------------------------------------------- the spec
@@ -479,3 +482,28 @@ class AgentSpec(Section):
                     raise ValueError(f"offline_rl.{domain}.sources: {name!r} is not a data source (data.sources: {known}); "
                                      f"set offline_rl.{domain}.sources=[] to train on the mixture")
         return self
+
+    @model_validator(mode="after")
+    def _eval_workers(self) -> AgentSpec:
+        """Each evaluation worker is a process with its own model: a CPU-only evaluate pod needs a core
+        for each (more workers than cores only time-slice them)."""
+        res = self.platform.resources.evaluate
+        if res.gpu_count == 0 and self.eval.workers > 1:
+            cores = cpu_cores(res.cpu)
+            if self.eval.workers > cores:
+                raise ValueError(f"eval.workers ({self.eval.workers}) exceeds the evaluate pod's CPU "
+                                 f"(platform.resources.evaluate.cpu {res.cpu!r} = {cores:g} cores); "
+                                 f"raise that cpu or lower eval.workers")
+        return self
+
+
+def cpu_cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity ("2", "1.5", "500m") in cores; a clear error for anything else."""
+    text = str(quantity).strip()
+    try:
+        value = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        raise ValueError(f"CPU quantity {quantity!r}: expected cores (\"2\", \"1.5\") or millicores (\"500m\")") from None
+    if not value > 0:
+        raise ValueError(f"CPU quantity {quantity!r}: must be positive")
+    return value

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
 import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ from venus_core.config.spec import EvalSuiteSpec
 from venus_core.eval import suites as eval_suites
 from venus_core.eval.online_sim import parse_target
 from venus_core.eval.report import HEADLINE, comparison_rows, write_report
-from venus_core.eval.results import EvalResult
+from venus_core.eval.results import EvalResult, result_from_dict
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import KFP_RUN_ENV, finish_parent, job_tracking
 from venus_core.train.tracker import JsonlTracker, Tracker
@@ -130,6 +132,70 @@ def flat_metrics(res: EvalResult) -> dict[str, float]:
     return out
 
 
+def _result_path(out: Path, model: str, suite: str) -> Path:
+    return out / "results" / f"{_SAFE.sub('_', model)}--{_SAFE.sub('_', suite)}.json"
+
+
+def evaluate_model(spec: AgentSpec, name: str, ckpt: str, suites: Sequence[EvalSuiteSpec], out: Path,
+                   base_url: str | None = None, device: Any = "auto") -> list[tuple[EvalResult, float]]:
+    """One model on every suite, in order: each result written to `out/results/`; (result, seconds)."""
+    predictor = eval_suites.make_predictor(
+        name, ckpt, spec.model, base_url=base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
+        batch_size=spec.eval.batch_size, temperature=spec.eval.temperature,
+        repetition_penalty=spec.eval.repetition_penalty, tiny_dir=out / "tiny-model",
+        device="auto" if device is None else device)
+    done: list[tuple[EvalResult, float]] = []
+    for suite in suites:
+        evaluator = eval_suites.get_evaluator(suite.evaluator)
+        print(f"[evaluate] {name} on {suite.name} ({suite.evaluator}, {suite.data})", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        res = evaluator(predictor, suite.data, suite=suite.name, limit=suite.limit,
+                        max_new_tokens=eval_suites.answer_budget(suite.evaluator, spec.eval))
+        res.label = name
+        done.append((res, time.perf_counter() - t0))
+        write_json_atomic(_result_path(out, name, suite.name), res.to_dict())
+    del predictor
+    gc.collect()
+    return done
+
+
+def _evaluate_in_worker(spec: AgentSpec, name: str, ckpt: str, suites: Sequence[EvalSuiteSpec], out: Path,
+                        device: Any) -> list[tuple[dict[str, Any], float]]:
+    """`evaluate_model` in a worker process; results travel back as their JSON documents."""
+    return [(res.to_dict(), seconds) for res, seconds in evaluate_model(spec, name, ckpt, suites, out, None, device)]
+
+
+def _evaluate_models(spec: AgentSpec, refs: Sequence[tuple[str, str]], suites: Sequence[EvalSuiteSpec], out: Path,
+                     base_url: str | None, device: Any) -> Iterator[tuple[str, list[tuple[EvalResult, float]]]]:
+    """(model, its results) in the order of `refs`. With `eval.workers` > 1 and local checkpoints the
+    models are evaluated in that many worker processes (spawned; each loads one model at a time), so
+    a CPU pod's cores, or a GPU's spare memory, serve several models at once; results still come back
+    in model order, and a worker's error stops the stage with that model named."""
+    workers = min(spec.eval.workers, len(refs))
+    if base_url or workers <= 1:  # a server batches across requests itself
+        for name, ckpt in refs:
+            yield name, evaluate_model(spec, name, ckpt, suites, out, base_url, device)
+        return
+    if any(ckpt == "tiny" for _, ckpt in refs):  # built once, here, not by two workers at the same time
+        from venus_core.models.loading import load_model
+
+        load_model("tiny", spec.model, "cpu", tiny_dir=out / "tiny-model")
+    print(f"[evaluate] {len(refs)} models in {workers} worker processes", file=sys.stderr, flush=True)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [pool.submit(_evaluate_in_worker, spec, name, ckpt, list(suites), out, device) for name, ckpt in refs]
+        try:
+            for (name, _), future in zip(refs, futures, strict=True):
+                try:
+                    done = future.result()
+                except Exception as exc:
+                    raise RuntimeError(f"evaluate: model {name!r} failed in its worker: {exc}") from exc
+                yield name, [(result_from_dict(doc, f"{name} result"), seconds) for doc, seconds in done]
+        finally:
+            for future in futures:
+                future.cancel()
+
+
 def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec], out: Path, *,
         base_url: str | None = None, viewer: int = 24, tracker: Tracker | None = None,
         device: Any = "auto") -> list[EvalResult]:
@@ -159,31 +225,16 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
     results: list[EvalResult] = []
     summary: dict[str, dict[str, Any]] = {}
     inputs: list[str] = [s.data for s in suites if s.data and s.evaluator not in eval_suites.NO_DATA_EVALUATORS]
-    for step, (name, ckpt) in enumerate(refs):
-        predictor = eval_suites.make_predictor(
-            name, ckpt, spec.model, base_url=base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
-            batch_size=spec.eval.batch_size, temperature=spec.eval.temperature,
-            repetition_penalty=spec.eval.repetition_penalty, tiny_dir=out / "tiny-model",
-            device="auto" if dev is None else dev)
-        if not base_url:
-            inputs.append(str(out / "tiny-model") if ckpt == "tiny" else ckpt)
-        for suite in suites:
-            evaluator = eval_suites.get_evaluator(suite.evaluator)
-            print(f"[evaluate] {name} on {suite.name} ({suite.evaluator}, {suite.data})", file=sys.stderr)
-            t0 = time.perf_counter()
-            res = evaluator(predictor, suite.data, suite=suite.name, limit=suite.limit,
-                            max_new_tokens=eval_suites.answer_budget(suite.evaluator, spec.eval))
-            seconds = time.perf_counter() - t0
-            res.label = name
-            path = out / "results" / f"{_SAFE.sub('_', name)}--{_SAFE.sub('_', suite.name)}.json"
-            write_json_atomic(path, res.to_dict())
-            tracker.log_metrics({**flat_metrics(res), f"time/{_SAFE.sub('_', name)}/{_SAFE.sub('_', suite.name)}_s":
+    if not base_url:
+        inputs += [str(out / "tiny-model") if ckpt == "tiny" else ckpt for _, ckpt in refs]
+    for step, (name, done) in enumerate(_evaluate_models(spec, refs, suites, out, base_url, dev)):
+        for res, seconds in done:
+            path = _result_path(out, name, res.suite)
+            tracker.log_metrics({**flat_metrics(res), f"time/{_SAFE.sub('_', name)}/{_SAFE.sub('_', res.suite)}_s":
                                  round(seconds, 2)}, step=step)
             tracker.log_artifact(path, f"results/{path.name}")
-            summary.setdefault(name, {})[suite.name] = _headline(res)
+            summary.setdefault(name, {})[res.suite] = _headline(res)
             results.append(res)
-        del predictor
-        gc.collect()
     write_report(results, out / "report.html", title=f"Venus evaluation: {spec.name}", viewer_limit=viewer)
     write_json_atomic(out / "summary.json", summary)
     write_json_atomic(out / "comparison.json", {"rows": comparison_rows(results)})
