@@ -14,7 +14,9 @@ Several `--model`s are compared stage by stage in the report in the order given
 (e.g. `mid=…/mid_train offline=…/offline_rl merged=…`).
 With `--base-url` the models are names served by an OpenAI-compatible server (vLLM) and nothing is
 loaded locally; the API key, if any, comes from $VENUS_EVAL_API_KEY (a credential, not config).
-Decoding settings come from the spec (`eval.batch_size`, `eval.temperature`,
+With `eval.workers` > 1 the local checkpoints are evaluated in that many spawned worker processes
+side by side (each loads one model at a time; results, files and tracker steps as with one process,
+in model order). Decoding settings come from the spec (`eval.batch_size`, `eval.temperature`,
 `eval.repetition_penalty`, and the answer budgets `eval.grounding_max_new_tokens` /
 `eval.navigation_max_new_tokens`).
 
