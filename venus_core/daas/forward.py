@@ -158,16 +158,19 @@ class _Tunnel:
         self.closed = False
 
     def close(self, reason: str) -> None:
-        if not self.closed:
-            self.closed = True
-            for end in (self.client, self.remote):
-                if end is not None and end.transport is not None:
-                    end.transport.close()
-            self.fwd._tunnels.discard(self)
+        """Close both ends. Called again once `open` has connected the remote end, since a local
+        client that left while the tunnel was opening closed the tunnel before that end existed."""
+        self.closed = True
+        for end in (self.client, self.remote):
+            if end is not None and end.transport is not None and not end.transport.is_closing():
+                end.transport.close()
+        self.fwd._tunnels.discard(self)
 
     async def open(self) -> None:
         local = self.client
         assert local.transport is not None
+        if self.closed:  # the local client left before the tunnel was started
+            return
         local.transport.pause_reading()
         try:
             addr, line = self.fwd.target()
@@ -191,7 +194,8 @@ class _Tunnel:
             log.warning("forwarder :%d: tunnel failed: %s", self.fwd.port, exc)
             self.close("tunnel failed")
             return
-        if self.closed:
+        if self.closed:  # the local client left while the tunnel opened: end the gateway session too
+            self.close("local client left")
             return
         pair(local, remote)
         local.transport.resume_reading()
