@@ -6,9 +6,13 @@ failure handling, so it lives here once:
 
 - bounded concurrency: a thread pool of `concurrency` workers, one `requests.Session` per worker
   thread (a Session's connection pool is not documented as thread-safe);
-- a per-request timeout (connect and each socket read);
+- a per-attempt timeout on the whole exchange: connect and each socket read, and a deadline on the
+  attempt as a whole, at which its socket is shut down (`_Deadline`): a server that dribbles its
+  answer a byte at a time, each within the read timeout, cannot hold a worker past it (not
+  enforced through an HTTP proxy, whose connections are not tracked);
 - retries with exponential backoff and jitter (`backoff_s * 2**attempt * U[0.5, 1]`, capped at
-  `max_backoff_s`) on connection errors, timeouts, HTTP 429 and 5xx; `Retry-After` is honoured
+  `max_backoff_s`) on connection errors (a connection broken in the middle of the reply too),
+  timeouts, HTTP 429 and 5xx; `Retry-After` is honoured
   (capped); any other 4xx is a configuration error and fails at once;
 - strict reply parsing: a body that is not a chat completion is an error naming the request (retried
   or not, `retry_malformed`), and callers may pass `parse` to validate the text itself, retrying the
@@ -29,6 +33,7 @@ import email.utils
 import io
 import json
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +43,9 @@ from typing import Any, TypeVar
 
 import requests
 from PIL import Image
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -61,6 +69,69 @@ class ChatGaveUp(ChatError):
         super().__init__(f"{last} (gave up after {attempts} attempts)", retryable=False, status=last.status)
         self.last = last
         self.attempts = attempts
+
+
+class _Deadline:
+    """One attempt's deadline: `expire` (from a timer thread) shuts down the socket of the
+    connection the attempt's request went out on, which ends any read blocked on it at once."""
+
+    def __init__(self) -> None:
+        self.expired = False
+        self.conn: HTTPConnection | None = None
+
+    def expire(self) -> None:
+        self.expired = True
+        if self.conn is not None:
+            _shutdown(self.conn)
+
+
+def _shutdown(conn: HTTPConnection) -> None:
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed
+
+
+_attempt = threading.local()  # the _Deadline of the attempt the current thread is making
+
+
+class _Tracked:
+    """Mixed into urllib3's connections: a request registers its connection with the calling
+    thread's attempt, so that the attempt's deadline can reach the socket."""
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        deadline: _Deadline | None = getattr(_attempt, "deadline", None)
+        if deadline is not None:
+            deadline.conn = self  # type: ignore[assignment]
+        super().request(*args, **kwargs)  # type: ignore[misc]  # connects first if need be
+        if deadline is not None and deadline.expired:  # it passed while connecting or sending
+            _shutdown(self)  # type: ignore[arg-type]
+
+
+class _TrackedHTTPConnection(_Tracked, HTTPConnection):
+    pass
+
+
+class _TrackedHTTPSConnection(_Tracked, HTTPSConnection):
+    pass
+
+
+class _TrackedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """requests' adapter whose connections register with the current attempt's `_Deadline`."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
 
 
 def image_data_url(image: Image.Image, fmt: str = "PNG") -> str:
@@ -243,6 +314,8 @@ class ChatClient:
         session = getattr(self._local, "session", None)
         if session is None:
             session = requests.Session()
+            for prefix in ("http://", "https://"):
+                session.mount(prefix, _DeadlineAdapter())
             session.headers["Content-Type"] = "application/json"
             if self.api_key:
                 session.headers["Authorization"] = f"Bearer {self.api_key}"
@@ -259,14 +332,24 @@ class ChatClient:
         url = self.base_url + path
         where = f"{url}: {label}"
         timeout = self.timeout_s if timeout_s is None else timeout_s
+        deadline = _attempt.deadline = _Deadline()
+        timer = threading.Timer(timeout, deadline.expire)
+        timer.daemon = True
+        timer.start()
         try:
             resp = self._session().post(url, data=json.dumps(body), timeout=timeout)
-        except requests.Timeout as exc:
-            raise ChatError(f"{where}: timeout after {timeout}s ({type(exc).__name__})", retryable=True) from None
-        except requests.ConnectionError as exc:
-            raise ChatError(f"{where}: connection error: {exc}", retryable=True) from None
         except requests.RequestException as exc:
+            if deadline.expired or isinstance(exc, requests.Timeout):
+                why = "no whole reply by then" if deadline.expired else type(exc).__name__
+                raise ChatError(f"{where}: timeout after {timeout}s ({why})", retryable=True) from None
+            if isinstance(exc, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError)):
+                raise ChatError(f"{where}: connection error: {exc}", retryable=True) from None
             raise ChatError(f"{where}: {type(exc).__name__}: {exc}", retryable=False) from None
+        finally:
+            timer.cancel()
+            _attempt.deadline = None
+        if deadline.expired:  # the shutdown may have cut the reply short where http.client does not notice
+            raise ChatError(f"{where}: timeout after {timeout}s (no whole reply by then)", retryable=True)
         if resp.status_code != 200:
             detail = resp.content[:300].decode("utf-8", "replace")
             retryable = resp.status_code == 429 or resp.status_code >= 500
