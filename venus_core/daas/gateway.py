@@ -351,8 +351,11 @@ class Gateway:
                 if side is not None and side.transport is not None:
                     side.transport.abort()
             s.close("gateway stopped")
-        for t in list(self._tasks):
+        tasks = list(self._tasks)
+        for t in tasks:
             t.cancel()
+        if tasks:  # let the cancelled admissions unwind (else asyncio logs "Task was destroyed but it is pending")
+            await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
