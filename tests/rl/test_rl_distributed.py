@@ -1,6 +1,8 @@
 """Offline GRPO across processes (venus_core.rl.distributed): two gloo ranks on loopback end with
 the weights of one process on the same global batch, with DDP and with FSDP2, straight through and
-after a kill and resume; plus the pieces that make it exact (per-group sampling seeds, the loss
+after a kill and resume; an FSDP2 run (whole weights and LoRA) stopped after a checkpoint and
+resumed ends with the uninterrupted run's weights bit for bit, and exports its model (LoRA merged
+from the gathered weights); plus the pieces that make it exact (per-group sampling seeds, the loss
 divided by the global token count)."""
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ import torch
 from safetensors.torch import load_file
 
 from venus_core.config.spec import GroundingRLSpec, ModelSpec
-from venus_core.config.training import RLDistributedSpec
+from venus_core.config.training import LoraSpec, RLDistributedSpec
 from venus_core.data.store import DatasetReader
 from venus_core.models.loading import load_model
-from venus_core.rl.grpo import OfflineGRPO
+from venus_core.rl.grpo import OfflineGRPO, apply_lora, merge_lora_weights
 from venus_core.rl.losses import grpo_loss
 from venus_core.rl.prompts import grounding_item
 from venus_core.rl.rollout import sample_groups
+from venus_core.train.checkpoint import FILES, load_checkpoint
 from venus_core.train.distributed import DistEnv, setup
+from venus_core.train.fsdp2_checkpoint import latest_fsdp2_checkpoint, load_fsdp2_checkpoint, save_fsdp2_checkpoint
 from venus_core.train.tracker import MemoryTracker
 
 from rl_helpers import LENGTH_REWARD
@@ -39,15 +43,17 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(procs: int, tiny: Path, data: Path, out: Path, mode: str, backend: str, optimizer: str) -> None:
+def _launch(procs: int, tiny: Path, data: Path, out: Path, mode: str, backend: str, optimizer: str,
+            *extra: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     out.mkdir(parents=True, exist_ok=True)
-    args = [str(WORKER), str(tiny), str(data), str(out), mode, backend, optimizer]
+    args = [str(WORKER), str(tiny), str(data), str(out), mode, backend, optimizer, *extra]
     cmd = ([sys.executable, *args] if procs == 1 else
            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(procs), "--master_addr", "127.0.0.1",
             "--master_port", str(_port()), *args])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (proc.returncode == 0) == ok, proc.stderr[-4000:]
+    return proc
 
 
 def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -111,6 +117,122 @@ def test_two_gloo_ranks_resume_exactly_and_fsdp2_matches(one_process: dict[str, 
     fs = load_file(tmp_path / "fsdp2" / "rank0.safetensors")  # gathered from the shards by rank 0
     assert not (tmp_path / "fsdp2" / "rank1.safetensors").exists()
     assert all(torch.allclose(one[k], fs[k], rtol=1e-5, atol=1e-7) for k in one), _max_diff(one, fs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", [False, True], ids=["whole", "lora"])
+def test_two_gloo_fsdp2_ranks_resume_exactly_and_export(tiny_dir: Path, grounding_data: Path, tmp_path: Path,
+                                                       lora: bool) -> None:
+    """FSDP2 with the trainer's AdamW: the same two ranks, the same reduction order, and every state
+    restored (weights, AdamW moments and step, each rank's RNG: LoRA dropout draws from it), so the
+    resumed run's weights are the straight run's bit for bit."""
+    extra = ("lora",) if lora else ()
+    straight, run = tmp_path / "straight", tmp_path / "resumed"
+    _launch(2, tiny_dir, grounding_data, straight, "plain", "fsdp2", "adamw", *extra)
+    _launch(2, tiny_dir, grounding_data, run, "stop", "fsdp2", "adamw", *extra)  # stopped after step 1's checkpoint
+    ckpt = run / "ckpt" / "step-00000001"
+    assert (run / "ckpt" / "latest").read_text() == ckpt.name and not (run / "rank0.safetensors").exists()
+    assert sorted(p.name for p in ckpt.iterdir()) == sorted([*FILES, "SHA256SUMS"])  # no .distcp, no pickle
+    state = json.loads((ckpt / "state.json").read_text())
+    assert (state["layout"], state["world"], len(state["rng"]), state["loop"]["step"]) == ("fsdp2-full", 2, 2, 1)
+    assert set(load_file(ckpt / "rng.safetensors")) >= {"rank0.torch", "rank1.torch"}
+    model, proc = load_model(tiny_dir, ModelSpec())
+    spec = GroundingRLSpec(reward=LENGTH_REWARD, lora=LoraSpec(enabled=lora, r=4))
+    single = OfflineGRPO(model, proc, spec, MemoryTracker())
+    with pytest.raises(ValueError, match="'fsdp2-full' run"):  # the parameter-name keyed layout is FSDP2's alone
+        load_checkpoint(ckpt, single.model, single.optimizer)
+    _launch(2, tiny_dir, grounding_data, run, "resume", "fsdp2", "adamw", *extra)
+    assert (run / "ckpt" / "latest").read_text() == "step-00000002"
+
+    want, got = load_file(straight / "rank0.safetensors"), load_file(run / "rank0.safetensors")
+    assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want), _max_diff(want, got)
+    start = single.model.state_dict()  # the starting weights (LoRA: B = 0)
+    assert want.keys() == start.keys() and _max_diff(want, start) > 1e-3  # it trained
+    a, b = json.loads((straight / "metrics.json").read_text()), json.loads((run / "metrics.json").read_text())
+    assert len(a) == 2 and len(b) == 1
+    assert {k: v for k, v in a[1].items() if not k.startswith("time/")} == \
+        {k: v for k, v in b[0].items() if not k.startswith("time/")}
+
+    exported = load_model(straight / "model", ModelSpec())[0].state_dict()  # verified against its SHA256SUMS
+    if lora:  # rank 0 merged the gathered weights as peft merges a whole model
+        single.model.load_state_dict(want)
+        expected = single.model.merge_and_unload().state_dict()
+    else:
+        expected = want
+    assert exported.keys() == expected.keys()
+    assert all(torch.equal(exported[k], expected[k]) for k in expected), _max_diff(exported, expected)
+
+    if lora:
+        return
+    # a resume that finds its checkpoint altered stops on every rank with rank 0's reason (no rank
+    # left waiting in a collective)
+    last = run / "ckpt" / "step-00000002" / "model.safetensors"
+    data = bytearray(last.read_bytes())
+    data[-1] ^= 0xFF
+    last.write_bytes(bytes(data))
+    failed = _launch(2, tiny_dir, grounding_data, run, "resume", "fsdp2", "adamw", *extra, ok=False)
+    assert "model.safetensors" in failed.stderr and "sha256" in failed.stderr.lower()
+
+
+def test_fsdp2_checkpoint_round_trip_in_one_rank(tiny_dir: Path, tmp_path: Path) -> None:
+    """FSDP2 over a world of one (the same code path as many ranks, no second process): weights,
+    AdamW state and RNG come back exactly, a parameter that had no gradient yet comes back without
+    optimizer state (its first step's bias correction), and an altered file is refused."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        env = DistEnv(rank=0, world=1, local_rank=0, device=torch.device("cpu"), backend="fsdp2")
+        spec = GroundingRLSpec(reward=LENGTH_REWARD)
+
+        def trainer() -> OfflineGRPO:
+            model, proc = load_model(tiny_dir, ModelSpec())
+            return OfflineGRPO(model, proc, spec, MemoryTracker(), env=env)
+
+        saved = trainer()
+        for p in saved.params[::2]:  # every other parameter gets a gradient, the rest none yet
+            p.grad = torch.randn_like(p)
+        saved.optimizer.step()
+        path = save_fsdp2_checkpoint(tmp_path / "ckpt", 1, saved.model, saved.optimizer, {"loop": {"step": 1}}, env)
+        draw = torch.rand(3)  # what the RNG gives after the checkpoint
+        loaded = trainer()
+        assert latest_fsdp2_checkpoint(tmp_path / "ckpt", env) == path
+        assert load_fsdp2_checkpoint(path, loaded.model, loaded.optimizer, env)["loop"] == {"step": 1}
+        assert torch.equal(torch.rand(3), draw)
+
+        def whole(sd: dict[str, object]) -> dict[str, object]:
+            return {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in sd.items()}  # type: ignore[union-attr]
+
+        a, b = whole(saved.model.state_dict()), whole(loaded.model.state_dict())
+        assert all(torch.equal(a[k], b[k]) for k in a)  # type: ignore[arg-type]
+        sa, sb = saved.optimizer.state_dict()["state"], loaded.optimizer.state_dict()["state"]
+        assert set(sa) == set(sb) and len(sa) == (len(saved.params) + 1) // 2
+        assert all(torch.equal(whole(sa[i])[k], whole(sb[i])[k]) for i in sa for k in sa[i])  # type: ignore[arg-type]
+
+        data = bytearray((path / "optimizer.safetensors").read_bytes())
+        data[-1] ^= 0xFF
+        (path / "optimizer.safetensors").write_bytes(bytes(data))
+        with pytest.raises(ValueError, match="optimizer.safetensors: sha256 does not match"):
+            load_fsdp2_checkpoint(path, loaded.model, loaded.optimizer, env)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_lora_merged_from_whole_weights_is_peft_merge(tiny_dir: Path, dtype: str) -> None:
+    model, _ = load_model(tiny_dir, ModelSpec(dtype=dtype))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    peft = apply_lora(model, LoraSpec(enabled=True, r=4, alpha=8))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:  # B starts at zero: give the adapters something to merge
+                p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+    merged = merge_lora_weights(peft, {k: v.clone() for k, v in peft.state_dict().items()})
+    want = peft.merge_and_unload().state_dict()
+    assert merged.keys() == want.keys()
+    assert all(torch.equal(merged[k], want[k]) for k in want)
+    assert merged.keys() == before.keys() and not all(torch.equal(merged[k], before[k]) for k in before)
 
 
 def test_loss_shares_of_a_split_batch_add_up_to_the_whole() -> None:

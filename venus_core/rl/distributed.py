@@ -26,6 +26,9 @@ sharded one by one, then the root; on GPU the parameters are all-gathered in bf1
 reduced in fp32 over fp32 master weights. The frozen reference is sharded the same way (a 30B-A3B
 reference would not fit whole on each GPU beside the policy). DDP (`backend: ddp`) replicates
 everything and suits models that fit one GPU with their optimizer (2B; the tiny default on CPU).
+Checkpoints of an FSDP2 run gather the whole weights and optimizer state on rank 0 and write
+safetensors (`venus_core.train.fsdp2_checkpoint`); the exported model too (`full_state_dict`,
+LoRA merged there: `rl.grpo.OfflineGRPO.export`).
 
 Gradient checkpointing (`offline_rl.distributed.gradient_checkpointing`, auto = on GPU) trades a
 second forward for activation memory; with it, the training log-prob pass runs as the plain

@@ -14,7 +14,8 @@ Departures from the papers, all deliberate:
   so later minibatches see a moved policy and the clip is active.
 - AdamW with betas (0.9, 0.98) and gradient clipping at 1.0, constant learning rate.
 - LoRA: the reference is the same network with the adapters switched off (no second copy);
-  the saved checkpoint has the adapters merged (a plain HF checkpoint).
+  the saved checkpoint has the adapters merged (a plain HF checkpoint). Under FSDP2 the sharded
+  weights are not merged in place: `export` merges the whole weights gathered on rank 0.
 - Each group is sampled from its own seed (`group_seed`), so its rollouts do not depend on the
   other prompts of the batch, nor on the world size of a distributed run.
 
@@ -40,8 +41,8 @@ from venus_core.config.registry import REWARDS
 from venus_core.config.spec import LoraSpec, OfflineRLDomainSpec
 from venus_core.models.placement import model_device, reference_device
 from venus_core.rewards.base import RewardResult, score_batch
-from venus_core.rl.distributed import (all_sum, enable_gradient_checkpointing, fsdp2_shard, full_weights, gather,
-                                      local_value, single_env, wrap_policy)
+from venus_core.rl.distributed import (all_sum, enable_gradient_checkpointing, fsdp2_shard, full_state_dict,
+                                      full_weights, gather, local_value, single_env, wrap_policy)
 from venus_core.rl.losses import grpo_loss, group_advantages
 from venus_core.rl.rollout import RolloutBatch, sample_groups, sequence_logprobs
 from venus_core.train.distributed import DistEnv
@@ -97,6 +98,36 @@ def apply_lora(model: PreTrainedModel, spec: LoraSpec) -> torch.nn.Module:
     return get_peft_model(model, cfg)
 
 
+def merge_lora_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`weights`, the whole state dict of the peft LoRA `model` (names `base_model.model.<name>`,
+    `<layer>.base_layer.weight`, `<layer>.lora_A.<adapter>.weight`), with the active adapters merged
+    and under the plain model's names: what `merge_and_unload().state_dict()` holds, computed as
+    peft's unsafe merge computes it (W += scaling · B A, B A in float32 for low-precision adapters).
+    For the whole weights gathered from FSDP2 shards, which cannot be merged in place."""
+    from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora import Linear as LoraLinear
+
+    out = dict(weights)
+    for name, layer in model.named_modules():
+        if not isinstance(layer, LoraLayer):
+            continue
+        if not isinstance(layer, LoraLinear) or layer.lora_variant or any(layer.lora_bias.values()):
+            raise ValueError(f"{name}: only plain LoRA on Linear layers is merged from gathered weights")
+        key = f"{name}.base_layer.weight"
+        merged = out[key].clone()
+        for adapter in layer.active_adapters:
+            a, b = out.pop(f"{name}.lora_A.{adapter}.weight"), out.pop(f"{name}.lora_B.{adapter}.weight")
+            low = b.dtype in (torch.float16, torch.bfloat16)
+            delta = b.float() @ a.float() if low else b @ a
+            delta = (delta.T if layer.fan_in_fan_out else delta) * layer.scaling[adapter]
+            merged += delta.to(b.dtype)  # as peft: the delta in the adapters' dtype, added in place
+        out[key] = merged
+    left = [k for k in out if ".lora_" in k]
+    if left:
+        raise ValueError(f"adapter weights of inactive adapters cannot be merged: {left[:3]}")
+    return {k.removeprefix("base_model.model.").replace(".base_layer.", "."): v for k, v in out.items()}
+
+
 class OfflineGRPO:
     """GRPO on a fixed prompt set. `step()` is one rollout + update; `train()` loops over epochs."""
 
@@ -124,6 +155,10 @@ class OfflineGRPO:
         torch.manual_seed(spec.seed)
         self.lora = spec.lora.enabled
         self.model: torch.nn.Module = apply_lora(model, spec.lora) if self.lora else model
+        # outside its update passes the policy is in eval mode (`_update` ends with eval()); peft
+        # builds its wrapper and dropout modules in train mode, which made a LoRA run's first step
+        # (and a resumed run's first step) sample and take old log-probs with dropout on
+        self.model.eval()
         self.frozen_vision = freeze_vision(self.model) if spec.freeze_vision else 0
         self.ref: torch.nn.Module | None = None
         if spec.kl_coef > 0 and not self.lora:
@@ -137,6 +172,7 @@ class OfflineGRPO:
                 p.requires_grad_(False)
             if self.env.backend == "fsdp2":
                 fsdp2_shard(self.ref, self.env)
+        self._merged: PreTrainedModel | None = None  # trained_model() with LoRA merged
         self.gradient_checkpointing = gradient_checkpointing
         if gradient_checkpointing:
             enable_gradient_checkpointing(self.model)
@@ -354,10 +390,25 @@ class OfflineGRPO:
         return history
 
     def trained_model(self) -> PreTrainedModel:
-        """The policy as a plain HF model (LoRA adapters merged in)."""
-        if self.lora:
-            return self.model.merge_and_unload()  # type: ignore[attr-defined,no-any-return]
+        """The policy as a plain HF model, LoRA adapters merged in (once: later calls return the same
+        model). Under FSDP2 the policy stays sharded (`rollout_weights` gathers it to decode) and
+        with LoRA stays the peft model, whose outputs are the merged model's: `export` merges."""
+        if self.lora and self.env.backend != "fsdp2":
+            if self._merged is None:
+                self._merged = self.model.merge_and_unload()  # type: ignore[attr-defined]
+            return self._merged
         return self.model  # type: ignore[return-value]
+
+    def export(self) -> tuple[PreTrainedModel, dict[str, torch.Tensor] | None]:
+        """(the model whose `save_pretrained` writes the trained checkpoint, the weights to write:
+        None for the model's own). Under FSDP2 every rank must call it: the whole weights are
+        gathered on rank 0 (None on the others), LoRA merged into them (`merge_lora_weights`)."""
+        model = self.trained_model()
+        weights = full_state_dict(self.model, self.env)
+        if self.lora and self.env.backend == "fsdp2":
+            base = self.model.get_base_model()  # type: ignore[operator]
+            return base, None if weights is None else merge_lora_weights(self.model, weights)
+        return model, weights
 
     def summary(self) -> dict[str, Any]:
         return {"trainable_params": self.trainable, "frozen_vision_params": self.frozen_vision,
@@ -365,4 +416,5 @@ class OfflineGRPO:
                 "reference": "adapters disabled" if self.lora else ("frozen copy" if self.ref is not None else "none")}
 
 
-__all__ = ["OfflineGRPO", "PromptItem", "StepHook", "apply_lora", "freeze_vision", "vision_tower"]
+__all__ = ["OfflineGRPO", "PromptItem", "StepHook", "apply_lora", "freeze_vision", "merge_lora_weights",
+           "vision_tower"]

@@ -18,7 +18,9 @@ for navigation, the history-alignment / sparse-action statistics (action mix bef
 
 Distributed: under torchrun (`offline_rl.distributed`: in the pod, or a TrainJob through
 `runtime.launch`) every rank trains on its strided share of each step's groups (DDP or FSDP2,
-`venus_core.rl.distributed`); rank 0 evaluates, logs, checkpoints and writes the outputs.
+`venus_core.rl.distributed`); rank 0 evaluates, logs, checkpoints and writes the outputs. Under
+FSDP2 every rank joins the gathers of a checkpoint (`train.fsdp2_checkpoint`: whole weights and
+optimizer state as safetensors on rank 0) and of the exported model (LoRA merged on rank 0).
 
 Held-out set: `--eval-data` when given; otherwise a seeded split of the training records by
 episode (navigation) or record (grounding) of min(`eval.held_out`, 20 %) records. Grounding takes
@@ -165,7 +167,6 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     `stop_at` (tests) ends training after that many steps, as a kill would, without outputs."""
     from venus_core.models.loading import load_model, save_model
     from venus_core.models.placement import describe_model, job_device, low_precision_note
-    from venus_core.rl.distributed import full_state_dict
     from venus_core.rl.grpo import OfflineGRPO
     from venus_core.rl.navigation import NavigationEpochs
     from venus_core.rl.prompts import evaluate_grounding, evaluate_navigation, grounding_item
@@ -199,9 +200,6 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
         raise ValueError(f"offline_rl: no held-out records (pass --eval-data or more data than {len(records)} records)")
     dist_spec = spec.offline_rl.distributed
     env = setup(dist_spec, device)
-    if env.backend == "fsdp2" and (dspec.lora.enabled or checkpoints is not None):
-        raise ValueError("offline_rl.distributed.backend=fsdp2 does not yet save checkpoints or merge LoRA adapters "
-                         "from sharded weights: use backend ddp, or run without --checkpoints and lora")
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
     tracker = tracker or (JsonlTracker(out / "metrics.jsonl") if env.is_main else NullTracker())
@@ -271,9 +269,9 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     }
     if nav_stats is not None:
         report["navigation"] = nav_stats
-    weights = full_state_dict(final, env)  # FSDP2: every rank helps gather the whole weights
+    exported, weights = trainer.export()  # FSDP2: every rank helps gather the whole weights (LoRA merged)
     if env.is_main:
-        save_model(final, processor, out / "model", state_dict=weights, **{"venus_provenance.json": _json(prov)})
+        save_model(exported, processor, out / "model", state_dict=weights, **{"venus_provenance.json": _json(prov)})
         write_json_atomic(out / "report.json", report)
         tracker.log_artifact(out / "report.json", "report.json")
     env.barrier()

@@ -13,9 +13,14 @@ Exactness: rollouts are seeded per step and group and the epoch order comes from
 shuffle RNG, so a run killed after a checkpoint and resumed ends with the same weights as an
 uninterrupted run.
 
-Distributed runs (DDP): every rank holds the same weights, optimizer state and navigation state
-(the gradients are averaged, the hooks see the whole batch), so rank 0 writes the checkpoint while
-the others wait at a barrier, and every rank restores from it.
+Distributed runs: every rank holds the same navigation state (the hooks see the whole batch).
+Under DDP every rank also holds the same weights and optimizer state (the gradients are averaged),
+so rank 0 writes the checkpoint while the others wait at a barrier, and every rank restores from
+it. Under FSDP2 each rank holds a shard: every rank joins the gather of the whole weights and
+optimizer state to rank 0, which writes the same safetensors + JSON files
+(`venus_core.train.fsdp2_checkpoint`, with every rank's RNG states); on restore rank 0 reads and
+verifies the checkpoint and broadcasts it into the shards. The two layouts name the optimizer's
+parameters differently, so a checkpoint resumes under the kind of backend that wrote it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from venus_core.rl.grpo import OfflineGRPO
 from venus_core.rl.navigation import NavigationEpochs
 from venus_core.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from venus_core.train.distributed import DistEnv
+from venus_core.train.fsdp2_checkpoint import latest_fsdp2_checkpoint, load_fsdp2_checkpoint, save_fsdp2_checkpoint
 
 
 class StoppedAt(RuntimeError):
@@ -56,10 +62,16 @@ class Checkpointing:
         """Load the latest checkpoint into the trainer; the loop position to resume from, or None."""
         if self.root is None:
             return None
-        path = latest_checkpoint(self.root)
-        if path is None:
-            return None
-        state = load_checkpoint(path, self.trainer.model, self.trainer.optimizer)
+        if self.env.backend == "fsdp2":  # rank 0 alone reads the directory and shares what it holds
+            path = latest_fsdp2_checkpoint(self.root, self.env)
+            if path is None:
+                return None
+            state = load_fsdp2_checkpoint(path, self.trainer.model, self.trainer.optimizer, self.env)
+        else:
+            path = latest_checkpoint(self.root)
+            if path is None:
+                return None
+            state = load_checkpoint(path, self.trainer.model, self.trainer.optimizer)
         if self.epochs is not None:
             if "navigation" not in state:
                 raise ValueError(f"checkpoint {path} has no navigation state: it is not from this domain's job")
@@ -74,7 +86,10 @@ class Checkpointing:
         extra: dict[str, Any] = {"loop": loop}
         if self.epochs is not None:
             extra["navigation"] = self.epochs.state_dict()
-        if self.env.is_main:
+        if self.env.backend == "fsdp2":  # every rank joins the gather; rank 0 writes
+            save_fsdp2_checkpoint(self.root, int(loop["step"]), self.trainer.model, self.trainer.optimizer, extra,
+                                  self.env)
+        elif self.env.is_main:
             save_checkpoint(self.root, int(loop["step"]), self.trainer.model, self.trainer.optimizer, extra)
         self.env.barrier()
         self.saved_step = int(loop["step"])

@@ -13,6 +13,9 @@ else the trainer adds), then `SHA256SUMS` over all of them (`models.integrity`).
 verifies the directory before reading it: a pickle file (the earlier `optimizer.pt` / `rng.pt`
 format too), a missing or mismatching manifest, or a lying safetensors header is an error naming
 the file. Only rank 0 writes; under DDP every rank holds the same weights and optimizer state.
+FSDP2-sharded runs write the same files from whole state gathered on rank 0
+(`train.fsdp2_checkpoint`; their state.json says `layout: fsdp2-full`, which this loader refuses:
+the optimizer there is keyed by parameter name and the RNG states are per rank).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import random
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,33 +111,40 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor], where: Path) -> Any:
     return value
 
 
-def save_checkpoint(
-    root: str | Path,
-    step: int,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    state: dict[str, Any],
-    *,
-    keep: int = 2,
-    extra_models: dict[str, torch.nn.Module] | None = None,
-) -> Path:
-    """Write checkpoint `step` under `root` atomically; keep the newest `keep` checkpoints.
-    `extra_models` (e.g. an RL reference policy) are saved beside the weights as `<name>.safetensors`."""
+def write_optimizer(directory: Path, state: dict[str, Any]) -> None:
+    """An optimizer state dict as `optimizer.safetensors` (its tensors) + `optimizer.json` (the rest)."""
+    tensors: dict[str, torch.Tensor] = {}
+    encoded = _encode(state, "optimizer", tensors)
+    save_file(tensors, str(directory / "optimizer.safetensors"))
+    (directory / "optimizer.json").write_text(json.dumps(encoded), encoding="utf-8")
+
+
+def read_optimizer(path: Path) -> dict[str, Any]:
+    """The optimizer state dict `write_optimizer` wrote in checkpoint `path` (already verified)."""
+    try:
+        raw = json.loads((path / "optimizer.json").read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"checkpoint {path}: optimizer.json is not valid JSON: {exc}") from None
+    return _decode(raw, load_file(str(path / "optimizer.safetensors")), path)  # type: ignore[no-any-return]
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """state.json of checkpoint `path` (already verified)."""
+    try:
+        return json.loads((path / "state.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"checkpoint {path}: state.json is not valid JSON: {exc}") from None
+
+
+def write_checkpoint_dir(root: str | Path, step: int, write: Callable[[Path], None], *, keep: int = 2) -> Path:
+    """Checkpoint `step` under `root`, atomically: `write(tmp)` fills a temporary directory, then
+    SHA256SUMS, fsync, rename into place, the `latest` pointer; keep the newest `keep`."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{_PREFIX}{step:08d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
     try:
-        st_save_model(model, str(tmp / "model.safetensors"))
-        for name, extra in (extra_models or {}).items():
-            st_save_model(extra, str(tmp / f"{name}.safetensors"))
-        opt_tensors: dict[str, torch.Tensor] = {}
-        opt_json = _encode(optimizer.state_dict(), "optimizer", opt_tensors)
-        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
-        (tmp / "optimizer.json").write_text(json.dumps(opt_json), encoding="utf-8")
-        plain_rng, tensor_rng = rng_state()
-        save_file({k: v.contiguous() for k, v in tensor_rng.items()}, str(tmp / "rng.safetensors"))
-        (tmp / "state.json").write_text(json.dumps({"step": step, "rng": plain_rng, **state}), encoding="utf-8")
+        write(tmp)
         write_manifest(tmp)
         for f in tmp.iterdir():
             _fsync(f)
@@ -154,6 +165,31 @@ def save_checkpoint(
     for p in old:
         shutil.rmtree(p, ignore_errors=True)
     return final
+
+
+def save_checkpoint(
+    root: str | Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    *,
+    keep: int = 2,
+    extra_models: dict[str, torch.nn.Module] | None = None,
+) -> Path:
+    """Write checkpoint `step` under `root` atomically; keep the newest `keep` checkpoints.
+    `extra_models` (e.g. an RL reference policy) are saved beside the weights as `<name>.safetensors`."""
+
+    def write(tmp: Path) -> None:
+        st_save_model(model, str(tmp / "model.safetensors"))
+        for name, extra in (extra_models or {}).items():
+            st_save_model(extra, str(tmp / f"{name}.safetensors"))
+        write_optimizer(tmp, optimizer.state_dict())
+        plain_rng, tensor_rng = rng_state()
+        save_file({k: v.contiguous() for k, v in tensor_rng.items()}, str(tmp / "rng.safetensors"))
+        (tmp / "state.json").write_text(json.dumps({"step": step, "rng": plain_rng, **state}), encoding="utf-8")
+
+    return write_checkpoint_dir(root, step, write, keep=keep)
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
@@ -181,6 +217,9 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
         if not (path / name).is_file():
             raise FileNotFoundError(f"checkpoint {path}: {name} is missing")
     verify_checkpoint_dir(path, require_manifest=True)
+    state = read_state(path)
+    if "layout" in state:  # e.g. "fsdp2-full": parameter-name keyed optimizer, per-rank RNG (train.fsdp2_checkpoint)
+        raise ValueError(f"checkpoint {path} was written by a {state['layout']!r} run: resume it with that backend")
     missing, unexpected = st_load_model(model, str(path / "model.safetensors"), strict=False)
     if missing or unexpected:
         raise ValueError(f"checkpoint {path}: weights do not match the model (missing {missing}, unexpected {unexpected})")
@@ -190,17 +229,10 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
             raise ValueError(f"checkpoint {path}: {name}.safetensors does not match (missing {missing}, "
                              f"unexpected {unexpected})")
     if optimizer is not None:
-        try:
-            raw = json.loads((path / "optimizer.json").read_text(encoding="utf-8"))
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"checkpoint {path}: optimizer.json is not valid JSON: {exc}") from None
-        optimizer.load_state_dict(_decode(raw, load_file(str(path / "optimizer.safetensors")), path))
-    try:
-        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"checkpoint {path}: state.json is not valid JSON: {exc}") from None
+        optimizer.load_state_dict(read_optimizer(path))
     set_rng_state(state["rng"], load_file(str(path / "rng.safetensors")))
     return state
 
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "rng_state", "save_checkpoint", "set_rng_state"]
+__all__ = ["FILES", "latest_checkpoint", "load_checkpoint", "read_optimizer", "read_state", "rng_state",
+           "save_checkpoint", "set_rng_state", "write_checkpoint_dir", "write_optimizer"]
