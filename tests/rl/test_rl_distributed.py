@@ -2,7 +2,7 @@
 the weights of one process on the same global batch, with DDP and with FSDP2, straight through and
 after a kill and resume; an FSDP2 run (whole weights and LoRA) stopped after a checkpoint and
 resumed ends with the uninterrupted run's weights bit for bit, and exports its model (LoRA merged
-from the gathered weights); plus the pieces that make it exact (per-group sampling seeds, the loss
+from the gathered weights), also as the `offline_rl` job itself under torchrun; plus the pieces that make it exact (per-group sampling seeds, the loss
 divided by the global token count)."""
 
 from __future__ import annotations
@@ -43,10 +43,8 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(procs: int, tiny: Path, data: Path, out: Path, mode: str, backend: str, optimizer: str,
-            *extra: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    out.mkdir(parents=True, exist_ok=True)
-    args = [str(WORKER), str(tiny), str(data), str(out), mode, backend, optimizer, *extra]
+def _run(procs: int, args: list[str], *, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    """`python args` as one process, or as `procs` torchrun ranks on loopback; asserts the exit."""
     cmd = ([sys.executable, *args] if procs == 1 else
            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(procs), "--master_addr", "127.0.0.1",
             "--master_port", str(_port()), *args])
@@ -54,6 +52,12 @@ def _launch(procs: int, tiny: Path, data: Path, out: Path, mode: str, backend: s
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert (proc.returncode == 0) == ok, proc.stderr[-4000:]
     return proc
+
+
+def _launch(procs: int, tiny: Path, data: Path, out: Path, mode: str, backend: str, optimizer: str,
+            *extra: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    return _run(procs, [str(WORKER), str(tiny), str(data), str(out), mode, backend, optimizer, *extra], ok=ok)
 
 
 def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -172,6 +176,46 @@ def test_two_gloo_fsdp2_ranks_resume_exactly_and_export(tiny_dir: Path, groundin
     last.write_bytes(bytes(data))
     failed = _launch(2, tiny_dir, grounding_data, run, "resume", "fsdp2", "adamw", *extra, ok=False)
     assert "model.safetensors" in failed.stderr and "sha256" in failed.stderr.lower()
+
+
+JOB = """import sys
+sys.path.insert(0, {tests!r})
+import rl_helpers  # noqa: F401  (registers the test reward)
+from venus_core.runtime.offline_rl import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_offline_rl_job_on_two_fsdp2_ranks_stopped_and_resumed_exports_the_straight_runs_model(
+        tiny_dir: Path, grounding_data: Path, tmp_path: Path) -> None:
+    """The job itself (`runtime.offline_rl` under torchrun, backend fsdp2): evaluation before and
+    after, checkpoints, a stop after step 1 and a restart, the exported model."""
+    script = tmp_path / "job.py"
+    script.write_text(JOB.format(tests=str(Path(__file__).parent)))
+    sets = ["platform.tracking_uri=none", "offline_rl.distributed.backend=fsdp2", "eval.held_out=2",
+            *(f"offline_rl.grounding.{k}" for k in ("max_steps=3", "prompts_per_step=4", "group_size=2",
+                                                     "max_new_tokens=4", "save_every=1", "lr=0.01",
+                                                     "reward=rl_test_length"))]
+
+    def job(out: Path, ckpt: Path, *extra: str, ok: bool = True) -> None:
+        _run(2, [str(script), "--domain", "grounding", "--spec", str(Path(__file__).parents[2] / "agents" / "venus-tiny"),
+                 "--model", str(tiny_dir), "--data", str(grounding_data), "--out", str(out), "--checkpoints", str(ckpt),
+                 "--device", "cpu", *(a for kv in sets for a in ("--set", kv)), *extra], ok=ok)
+
+    job(tmp_path / "straight", tmp_path / "ck-straight")
+    job(tmp_path / "resumed", tmp_path / "ck", "--stop-at", "1", ok=False)
+    assert (tmp_path / "ck" / "latest").read_text() == "step-00000001"
+    assert not (tmp_path / "resumed" / "model").exists()
+    job(tmp_path / "resumed", tmp_path / "ck")
+    report = json.loads((tmp_path / "resumed" / "report.json").read_text())
+    assert (report["resumed_from_step"], report["placement"]["backend"], report["placement"]["world_size"]) == \
+        (1, "fsdp2", 2)
+    assert set(report["held_out_after"]) == {"hit", "parsed"}
+    a = load_model(tmp_path / "straight" / "model", ModelSpec())[0].state_dict()  # verified (SHA256SUMS)
+    b = load_model(tmp_path / "resumed" / "model", ModelSpec())[0].state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a), _max_diff(a, b)
+    assert _max_diff(a, load_model(tiny_dir, ModelSpec())[0].state_dict()) > 1e-3  # it trained
 
 
 def test_fsdp2_checkpoint_round_trip_in_one_rank(tiny_dir: Path, tmp_path: Path) -> None:

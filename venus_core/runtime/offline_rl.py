@@ -215,11 +215,15 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     placement["precision_note"] = low_precision_note(model, dspec.lr, f"offline_rl.{domain}")
 
     def evaluate(m: Any) -> dict[str, Any]:
-        """Rank 0 decodes the held-out set (whole weights under FSDP2); the others wait for it."""
+        """Rank 0 decodes the held-out set; the others wait for it. A sharded policy (FSDP2, after
+        training starts) is decoded with whole weights by every rank together: transformers'
+        generate all-reduces on every token for an FSDP-managed model (`synced_gpus`), so a rank
+        decoding alone would wait forever. Only rank 0's rates are kept."""
+        together = trainer is not None and env.backend == "fsdp2"
         with trainer.rollout_weights() if trainer is not None else contextlib.nullcontext():
-            rates = _evaluate(m) if env.is_main else {}
+            rates = _evaluate(m) if env.is_main or together else {}
         env.barrier()
-        return rates
+        return rates if env.is_main else {}
 
     def _evaluate(m: Any) -> dict[str, Any]:
         kw = {"repetition_penalty": spec.eval.repetition_penalty, "batch_size": spec.eval.batch_size,
