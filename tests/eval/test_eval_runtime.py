@@ -115,8 +115,8 @@ def test_evaluate_job_needs_suites(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="suite names must be unique"):
         resolve_suites([], [EvalSuiteSpec(name="h", evaluator="grounding", data=g)], None, held_out=held)
     with pytest.raises(ValueError, match="nothing to evaluate"):
-        main(["--spec", "agents/venus-tiny", "--set", "eval.held_out_suites.enabled=false", "--model", "tiny",
-              "--out", str(tmp_path / "o")])
+        main(["--spec", "agents/venus-tiny", "--set", "eval.held_out_suites.enabled=false", "--set", "eval.suites=[]",
+              "--model", "tiny", "--out", str(tmp_path / "o")])
     with pytest.raises(FileNotFoundError, match="not a directory"):
         main(["--spec", "agents/venus-tiny", "--model", "tiny", "--data", str(tmp_path / "nope"), "--out", str(tmp_path)])
 
@@ -130,7 +130,7 @@ def test_evaluate_job_on_the_held_out_suites(tmp_path: Path, tiny_ckpt: Path) ->
     cache = tmp_path / "suites"
     small = ["--set", f"eval.held_out_suites.cache_dir={cache}", "--set", "eval.held_out_suites.grounding_per_level=3",
              "--set", "eval.held_out_suites.grounding_levels=[0,2]", "--set", "eval.held_out_suites.navigation_steps=4",
-             "--set", "eval.batch_size=8"]
+             "--set", "eval.batch_size=8", "--set", "eval.suites=[]"]  # the held-out suites alone (no live ones)
     out = tmp_path / "out"
     rc = main(["--spec", "agents/venus-tiny", *small, "--model", f"a={tiny_ckpt}", "--model", f"b={tiny_ckpt}",
                "--out", str(out), "--viewer", "0"])
