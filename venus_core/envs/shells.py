@@ -166,7 +166,7 @@ class AdbServerProcess:
     def stop(self) -> None:
         if self.running:
             self.running = False
-            self._adb("kill-server")
+            self.kill()
 
     def __enter__(self) -> Self:
         return self.start()

@@ -117,7 +117,7 @@ def load_model(
     if str(path_or_tiny) == "tiny":
         if tiny_dir is None:
             raise ValueError("load_model('tiny', ...) needs tiny_dir: the directory to build the tiny model in")
-        path = _tiny_path(Path(tiny_dir), model_spec)
+        path = tiny_checkpoint_dir(Path(tiny_dir), model_spec)
         architecture = "qwen3_vl"
     else:
         path = Path(path_or_tiny)
@@ -154,7 +154,9 @@ def tiny_spec_of(path: Path) -> TinyModelSpec | None:
         raise ValueError(f"{cfg_file}: invalid {TINY_CONFIG_KEY} section: {exc}") from None
 
 
-def _tiny_path(tiny_dir: Path, model_spec: ModelSpec) -> Path:
+def tiny_checkpoint_dir(tiny_dir: Path, model_spec: ModelSpec) -> Path:
+    """The tiny model of `model_spec.tiny` in `tiny_dir`: built there once, reused after (a directory
+    built from another tiny spec is an error)."""
     built = tiny_spec_of(tiny_dir)
     if built is None:
         return build_tiny(model_spec.tiny, tiny_dir)

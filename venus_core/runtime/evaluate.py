@@ -179,9 +179,9 @@ def _evaluate_models(spec: AgentSpec, refs: Sequence[tuple[str, str]], suites: S
             yield name, evaluate_model(spec, name, ckpt, suites, out, base_url, device)
         return
     if any(ckpt == "tiny" for _, ckpt in refs):  # built once, here, not by two workers at the same time
-        from venus_core.models.loading import load_model
+        from venus_core.models.loading import tiny_checkpoint_dir
 
-        load_model("tiny", spec.model, "cpu", tiny_dir=out / "tiny-model")
+        tiny_checkpoint_dir(out / "tiny-model", spec.model)
     print(f"[evaluate] {len(refs)} models in {workers} worker processes", file=sys.stderr, flush=True)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
