@@ -10,9 +10,11 @@ ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG VENUS_UID=10001
 
-# fonts: the synthetic GUI renderer draws Latin and CJK text; adb: the Android env driver.
+# fonts: the synthetic GUI renderer draws Latin and CJK text; adb: the Android env driver;
+# chromium: MiniWoB++ pages in headless Chromium (score_data's kind=collect sources, the evaluate
+# stage's live web suites), driven by Playwright at /usr/bin/chromium (venus_core.envs.browser).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends fonts-dejavu-core fonts-wqy-microhei adb ca-certificates \
+ && apt-get install -y --no-install-recommends fonts-dejavu-core fonts-wqy-microhei adb ca-certificates chromium \
  && rm -rf /var/lib/apt/lists/*
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

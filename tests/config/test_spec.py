@@ -90,6 +90,16 @@ def test_unknown_registered_name_lists_known_ones(tmp_path: Path) -> None:
         ("online_rl: {enabled: true}\n", "at least one env"),
         ("data:\n  sources: [{name: x, kind: dataset}]\n", "needs a uri"),
         ("data:\n  sources: [{name: x, kind: dataset, uri: /d, format: nope}]\n", "unknown format 'nope'"),
+        ("data:\n  sources: [{name: x, kind: collect}]\n", "kind=collect needs collect settings"),
+        ("data:\n  sources: [{name: x, kind: collect, uri: /d, collect: {tasks: [click-test]}}]\n",
+         "kind=collect takes no uri"),
+        ("data:\n  sources: [{name: x, kind: synth, collect: {tasks: [click-test]}}]\n",
+         "collect settings only apply to kind=collect"),
+        ("data:\n  sources: [{name: x, kind: collect, collect: {tasks: []}}]\n", "collect.tasks"),
+        ("data:\n  sources: [{name: x, kind: collect, collect: {tasks: [a, a]}}]\n", "lists a task twice"),
+        ("data:\n  sources: [{name: x, kind: collect, collect: {tasks: [click-test], n: 10, seed: 99991}}]\n",
+         r"page seeds 99991..100000 reach 100000, where online evaluation pages start"),
+        ("data:\n  sources: [{name: x, kind: collect, collect: {env: android, tasks: [a]}}]\n", "collect.env"),
         ("merge: {weights: {grounding: 1, desktop: 1}}\n", "unknown specialist"),
         ("model: {min_pixels: 10, max_pixels: 5}\n", "min_pixels"),
         ("platform: {service_account: Venus_Pipeline}\n", "platform.service_account: String should match"),
@@ -181,3 +191,10 @@ def test_eval_workers_need_a_core_each_on_a_cpu_pod() -> None:
         AgentSpec.model_validate({"eval": {"workers": 2}, "platform": {"resources": {"evaluate": {"cpu": "1500m"}}}})
     gpu = {"eval": {"workers": 4}, "platform": {"resources": {"evaluate": {"gpu_type": "H100", "gpu_count": 1}}}}
     assert AgentSpec.model_validate(gpu).eval.workers == 4  # on a GPU: as many as fit its memory
+
+
+def test_collect_seed_window_is_the_online_training_window() -> None:
+    from venus_core.config.spec import COLLECT_SEED_END
+    from venus_core.rl.online.sources import TRAIN_SEEDS
+
+    assert (TRAIN_SEEDS.start, TRAIN_SEEDS.stop) == (0, COLLECT_SEED_END)

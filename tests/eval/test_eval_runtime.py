@@ -96,6 +96,21 @@ def test_evaluate_workers_give_the_one_process_results(tmp_path: Path, tiny_ckpt
               "--model", f"broken={tmp_path / 'empty'}", "--data", str(g), "--limit", "1", "--out", str(tmp_path / "o")])
 
 
+def test_evaluate_workers_share_the_stage_threads() -> None:
+    """Each spawned worker runs its share of the stage's threads, not the inherited OMP_NUM_THREADS."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import torch
+
+    from venus_core.runtime.evaluate import _worker_threads
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_threads, initargs=(3,)) as pool:
+        assert pool.submit(torch.get_num_threads).result() == 3
+        assert pool.submit(torch.get_num_interop_threads).result() == 3
+
+
 def test_evaluate_job_needs_suites(tmp_path: Path) -> None:
     from venus_core.config.spec import EvalSuiteSpec
     from venus_core.runtime.evaluate import main, resolve_suites

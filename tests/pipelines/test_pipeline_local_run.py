@@ -20,7 +20,8 @@ TINY = ROOT / "agents" / "venus-tiny"
 
 SHRINK = [
     "data.sources.0.synth.n=40", "data.sources.1.synth.n=40", "data.sources.2.synth.n=80",
-    "data.sources.3.synth.n=30", "data.validation_fraction=0.2",
+    "data.sources.3.synth.n=30", "data.sources.4.synth.n=30", "data.sources.5.collect.n=2",
+    "data.validation_fraction=0.2",
     "mid_train.max_steps=2", "mid_train.batch_size=4", "mid_train.warmup_steps=0",
     "mid_train.save_every=2", "mid_train.eval_every=2", "eval.held_out=4", "eval.batch_size=4",
     "eval.held_out_suites.grounding_per_level=2", "eval.held_out_suites.navigation_steps=4",

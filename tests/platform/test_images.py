@@ -172,7 +172,9 @@ def test_cpu_image_installs_cpu_torch_before_the_project() -> None:
     assert torch_at < project_at, "the project must be installed after the CPU torch wheel"
     assert "+cpu" in runs[project_at], "the build must assert torch is still the CPU wheel"
     apt = next(r for r in runs if "apt-get install" in r)
-    for pkg in ("fonts-dejavu-core", "fonts-wqy-microhei", "adb"):
+    # chromium: score_data's collect sources and the evaluate stage's live web suites (Playwright
+    # drives /usr/bin/chromium, venus_core.envs.browser.CHROMIUM)
+    for pkg in ("fonts-dejavu-core", "fonts-wqy-microhei", "adb", "chromium"):
         assert re.search(rf"\s{re.escape(pkg)}\s", apt + " "), f"base: Debian package {pkg} missing"
 
 

@@ -26,6 +26,8 @@ def collect_cmd(
     n: Annotated[int, typer.Option("-n", min=1, help="episodes attempted per task (seeds seed..seed+n-1)")] = 10,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="output directory")] = None,
     seed: Annotated[int, typer.Option("--seed", help="first seed")] = 0,
+    workers: Annotated[int, typer.Option("--workers", min=1,
+                                         help="browser contexts playing episodes side by side (same output)")] = 4,
     raw: Annotated[bool, typer.Option("--raw", help="write raw traces (miniwob-traces format), all episodes")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace DIR if it exists")] = False,
     list_tasks: Annotated[bool, typer.Option("--list", help="list the tasks that have an oracle and exit")] = False,
@@ -47,7 +49,7 @@ def collect_cmd(
     if out is None:
         fail("--out/-o DIR is required")
     try:
-        report = collect(names, n, out, seed=seed, raw=raw, overwrite=overwrite)
+        report = collect(names, n, out, seed=seed, raw=raw, overwrite=overwrite, workers=workers)
     except (ValueError, FileExistsError) as exc:
         fail(str(exc))
     if as_json:

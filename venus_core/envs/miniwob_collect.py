@@ -17,9 +17,14 @@ on seeds seed, seed+1, ... (deterministic), so success rates are per attempt.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import itertools
 import json
+import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,24 +163,31 @@ class CollectReport:
 
 
 def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw: bool = False,
-            overwrite: bool = False, max_steps: int = DEFAULT_MAX_STEPS, scale: float = 2.0,
+            overwrite: bool = False, max_steps: int = DEFAULT_MAX_STEPS, scale: float = 2.0, workers: int = 1,
             progress: Callable[[OracleEpisode], None] | None = None) -> CollectReport:
-    """Attempt `n` oracle episodes of each task (seeds seed..seed+n-1); see the module docstring."""
+    """Attempt `n` oracle episodes of each task (seeds seed..seed+n-1); see the module docstring.
+
+    `workers` browser contexts (one shared Chromium) play episodes side by side; the episodes are
+    counted and written in (task, seed) order whatever the number of workers, so the output does
+    not depend on it (a page's content depends only on its task and seed)."""
     if n < 1:
         raise ValueError(f"collect: n must be >= 1, got {n}")
+    if workers < 1:
+        raise ValueError(f"collect: workers must be >= 1, got {workers}")
     for name in tasks:
         solver_for(name)  # unknown task: fail before starting a browser
     out = Path(out)
     report = CollectReport(str(out), raw)
     t0 = time.perf_counter()
-    with MiniWobEnv(scale=scale) as env:
+    with contextlib.ExitStack() as stack:
+        envs = [stack.enter_context(MiniWobEnv(scale=scale)) for _ in range(min(workers, n * len(tasks)))]
         if raw:
             if out.exists() and any(out.iterdir()) and not overwrite:
                 raise FileExistsError(f"{out} exists and is not empty; pass overwrite")
             shots = out / "screenshots"
             shots.mkdir(parents=True, exist_ok=True)
             with open(out / "traces.jsonl", "w", encoding="utf-8") as f:
-                for ep in _episodes(env, tasks, n, seed, max_steps, report, progress):
+                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress):
                     if ep.steps:
                         for line in raw_lines(ep, shots, "screenshots"):
                             f.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -183,7 +195,7 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
         else:
             with DatasetWriter(out, sources=[SOURCE], overwrite=overwrite,
                                created_by="venus data collect (miniwob-oracle)") as writer:
-                for ep in _episodes(env, tasks, n, seed, max_steps, report, progress):
+                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress):
                     if ep.success:
                         writer.write(to_trajectory(ep, writer))
                         report.written += 1
@@ -191,21 +203,49 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
     return report
 
 
-def _episodes(env: MiniWobEnv, tasks: Sequence[str], n: int, seed: int, max_steps: int,
+def _play(env: MiniWobEnv, name: str, s: int, max_steps: int) -> OracleEpisode:
+    try:
+        return run_oracle(env, name, s, max_steps=max_steps)
+    except EnvError as exc:  # the page would not even start: one failed attempt
+        task = Task(goal=f"MiniWoB {name}", app=name)
+        return OracleEpisode(task, s, [], None, False, str(exc), env.screen)
+
+
+def _episodes(envs: Sequence[MiniWobEnv], tasks: Sequence[str], n: int, seed: int, max_steps: int,
               report: CollectReport, progress: Callable[[OracleEpisode], None] | None) -> Iterator[OracleEpisode]:
+    """Every (task, seed) played once, on whichever env is free, yielded in (task, seed) order."""
+    jobs = [(name, s) for name in tasks for s in range(seed, seed + n)]
     for name in tasks:
         report.attempted[name] = report.succeeded[name] = 0
-        for s in range(seed, seed + n):
-            try:
-                ep = run_oracle(env, name, s, max_steps=max_steps)
-            except EnvError as exc:  # the page would not even start: one failed attempt
-                task = Task(goal=f"MiniWoB {name}", app=name)
-                ep = OracleEpisode(task, s, [], None, False, str(exc), env.screen)
+    free: queue.SimpleQueue[MiniWobEnv] = queue.SimpleQueue()
+    for env in envs:
+        free.put(env)
+
+    def play(job: tuple[str, int]) -> OracleEpisode:
+        env = free.get()
+        try:
+            return _play(env, job[0], job[1], max_steps)
+        finally:
+            free.put(env)
+
+    with ThreadPoolExecutor(max_workers=len(envs), thread_name_prefix="miniwob-collect") as pool:
+        # at most a few episodes ahead of the writer per worker: memory stays bounded for large n
+        window = 4 * len(envs)
+        pending: collections.deque[tuple[tuple[str, int], Future[OracleEpisode]]] = collections.deque()
+        it = iter(jobs)
+        for job in itertools.islice(it, window):
+            pending.append((job, pool.submit(play, job)))
+        while pending:
+            (name, _), fut = pending.popleft()
+            ep = fut.result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(play, nxt)))
             report.attempted[name] += 1
             if ep.success:
                 report.succeeded[name] += 1
             else:
-                report.failures.append({"task": name, "seed": s, "error": ep.error})
+                report.failures.append({"task": name, "seed": ep.seed, "error": ep.error})
             if progress is not None:
                 progress(ep)
             yield ep

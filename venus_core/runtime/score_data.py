@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     spec = load_job_spec(args)
 
-    from venus_core.data.build import build_source
+    from venus_core.data.build import build_source, read_collect_report
     from venus_core.data.clean import CleanOptions
     from venus_core.io.storage import StorageError
     from venus_core.scoring.stage import run_data_stage
@@ -61,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     fetched: dict[str, dict[str, object]] = {}
+    collected: dict[str, dict[str, Any]] = {}  # kind=collect sources: every attempt counted
     if args.data:
         inputs = [(Path(d).name, Path(d)) for d in args.data]
     else:
@@ -72,7 +73,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except (StorageError, OSError, ValueError) as exc:
                     print(f"score_data: error: source {source.name!r}: {exc}", file=sys.stderr)
                     return 1
-            inputs.append((source.name, build_source(source, out / "sources")[0]))
+            try:
+                inputs.append((source.name, build_source(source, out / "sources")[0]))
+            except (RuntimeError, ValueError) as exc:  # a collect source whose browser or oracle failed
+                print(f"score_data: error: {exc}", file=sys.stderr)
+                return 1
+            if source.kind == "collect":
+                collected[source.name] = read_collect_report(out / "sources", source.name)
+                c = collected[source.name]
+                print(f"score_data: source {source.name!r}: {c['written']} {source.collect.env} oracle episodes kept "
+                      f"of {sum(t['attempted'] for t in c['tasks'].values())} attempted ({c['seconds']:.0f} s)",
+                      flush=True)
     if args.generated:
         if any(name == GENERATED_SOURCE for name, _ in inputs):
             print(f"score_data: error: a source is already named {GENERATED_SOURCE!r}; --generated needs that name",
@@ -102,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             remote = next((f for f in fetched.values() if f["local"] == item["uri"]), None)
             if remote is not None:
                 item["fetched_from"] = remote["uri"]
-        report = {**prov, **summary, "fetched": fetched, "wall_s": round(time.perf_counter() - t0, 1)}
+        report = {**prov, **summary, "fetched": fetched, "collected": collected, "wall_s": round(time.perf_counter() - t0, 1)}
         report["metrics"] = _metrics(report)  # what the score_data component copies into its Metrics artifact
         write_json_atomic(out / "report.json", report)
         tracker.log_metrics(report["metrics"], step=0)
@@ -134,6 +145,12 @@ def _metrics(report: dict[str, Any]) -> dict[str, float]:
         looked_up = judge["cache"]["hits"] + judge["cache"]["misses"]
         if looked_up:
             out["judge_cache_hit_rate"] = judge["cache"]["hits"] / looked_up
+    for name, c in (report.get("collected") or {}).items():  # attempted = kept + failed, per source
+        attempted = sum(t["attempted"] for t in c["tasks"].values())
+        out[f"collect/{name}/attempted"] = float(attempted)
+        out[f"collect/{name}/kept"] = float(c["written"])
+        out[f"collect/{name}/failed"] = float(attempted - c["written"])
+        out[f"collect/{name}/seconds"] = float(c["seconds"])
     out["wall_s"] = float(report["wall_s"])
     return out
 
