@@ -99,14 +99,15 @@ def test_evaluate_workers_give_the_one_process_results(tmp_path: Path, tiny_ckpt
 def test_evaluate_workers_share_the_stage_threads() -> None:
     """Each spawned worker runs its share of the stage's threads, not the inherited OMP_NUM_THREADS."""
     import multiprocessing
+    import os
     from concurrent.futures import ProcessPoolExecutor
 
     import torch
 
-    from venus_core.runtime.evaluate import _worker_threads
+    from venus_core.runtime.evaluate import _worker_init
 
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_threads, initargs=(3,)) as pool:
+                             initializer=_worker_init, initargs=(3, os.getpid())) as pool:
         assert pool.submit(torch.get_num_threads).result() == 3
         assert pool.submit(torch.get_num_interop_threads).result() == 3
 

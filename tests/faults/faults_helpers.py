@@ -74,17 +74,40 @@ def latest_step(ckpt: Path) -> int:
 
 
 def sigkill_when(argv: Sequence[str], cond: Callable[[], bool], what: str, timeout: float = 300,
-                 poll: float = 0.02) -> None:
-    """Start `argv` and SIGKILL it as soon as `cond` holds (no cleanup of its own runs)."""
+                 poll: float = 0.02) -> list[int]:
+    """Start `argv` and SIGKILL it as soon as `cond` holds (no cleanup of its own runs); returns the
+    pids of its descendants at the kill (they are not killed here)."""
+    import psutil
+
     proc = subprocess.Popen(list(argv), env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(cond, timeout, what, proc, poll)
+        children = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=60) == -signal.SIGKILL
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=60)
+    return children
+
+
+def alive(pids: Sequence[int], within: float) -> list[int]:
+    """The pids of `pids` still running (not zombies) after waiting up to `within` seconds."""
+    import psutil
+
+    deadline = time.monotonic() + within
+    while True:
+        left = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    left.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def sigkill_at_checkpoint(argv: Sequence[str], ckpt: Path, step: int, timeout: float = 300) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from faults_helpers import TINY_SPEC, job_argv, sigkill_when
+from faults_helpers import TINY_SPEC, alive, job_argv, sigkill_when
 from safetensors.torch import save_file
 
 from venus_core.models.integrity import CheckpointIntegrityError, verify_checkpoint_dir, write_manifest
@@ -94,7 +94,10 @@ def test_an_evaluation_killed_after_its_first_result_leaves_no_summary_or_report
         "--spec", str(TINY_SPEC), "--set", "platform.tracking_uri=none", "--model", f"a={tiny_dir}",
         "--model", f"b={tiny_dir}", "--data", str(domain_data["grounding"]), "--data", str(domain_data["mobile"]),
         "--limit", "3", "--device", "cpu", "--out", str(out)])
-    sigkill_when(argv, lambda: len(list((out / "results").glob("*.json"))) >= 1, "the first result file", 240, poll=0.005)
+    children = sigkill_when(argv, lambda: len(list((out / "results").glob("*.json"))) >= 1, "the first result file",
+                            240, poll=0.005)
+    # venus-tiny's eval.workers: 2 spawned workers; a killed stage must not leave them waiting forever
+    assert len(children) >= 2 and alive(children, 15) == []
     written = sorted(p.name for p in (out / "results").glob("*.json"))
     assert 1 <= len(written) < 4  # killed part way: 2 models x 2 suites
     assert [n for n in EVAL_RESULTS if (out / n).exists()] == []

@@ -37,6 +37,7 @@ import multiprocessing
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -161,12 +162,22 @@ def evaluate_model(spec: AgentSpec, name: str, ckpt: str, suites: Sequence[EvalS
     return done
 
 
-def _worker_threads(threads: int) -> None:
-    """Worker initializer: this worker's share of the stage's CPU threads (intra-op and inter-op)."""
+def _worker_init(threads: int, parent: int) -> None:
+    """Worker initializer: this worker's share of the stage's CPU threads (intra-op and inter-op), and
+    a watch on the stage process: a worker whose parent is gone (SIGKILLed: no shutdown reaches
+    the pool) exits instead of waiting on its task queue forever (it holds that queue's write end
+    too, so it would never see end-of-file)."""
     import torch
 
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(threads)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _evaluate_in_worker(spec: AgentSpec, name: str, ckpt: str, suites: Sequence[EvalSuiteSpec], out: Path,
@@ -198,8 +209,8 @@ def _evaluate_models(spec: AgentSpec, refs: Sequence[tuple[str, str]], suites: S
     print(f"[evaluate] {len(refs)} models in {workers} worker processes, {threads} CPU thread(s) each",
           file=sys.stderr, flush=True)
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_threads,
-                             initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                             initargs=(threads, os.getpid())) as pool:
         futures = [pool.submit(_evaluate_in_worker, spec, name, ckpt, list(suites), out, device) for name, ckpt in refs]
         try:
             for (name, _), future in zip(refs, futures, strict=True):
