@@ -194,7 +194,14 @@ def test_eval_workers_need_a_core_each_on_a_cpu_pod() -> None:
 
 
 def test_collect_seed_window_is_the_online_training_window() -> None:
-    from venus_core.config.spec import COLLECT_SEED_END
+    from venus_core.config.spec import TRAINING_SEED_END
     from venus_core.rl.online.sources import TRAIN_SEEDS
 
-    assert (TRAIN_SEEDS.start, TRAIN_SEEDS.stop) == (0, COLLECT_SEED_END)
+    assert (TRAIN_SEEDS.start, TRAIN_SEEDS.stop) == (0, TRAINING_SEED_END)
+
+
+def test_synth_source_refusal_share_defaults_to_the_generators() -> None:
+    from venus_core.config.spec import SynthSourceSpec
+    from venus_core.data.synth.generate import REFUSAL_SHARE
+
+    assert SynthSourceSpec().refusal_share == REFUSAL_SHARE  # older specs keep byte-identical datasets

@@ -132,9 +132,9 @@ class SynthSourceSpec(Section):
     )
 
 
-COLLECT_SEED_END = 100000
-"""Page seeds of collected (training) episodes stay below this: online evaluation pages start here
-(`venus_core.rl.online.sources.TRAIN_SEEDS` is the same window)."""
+TRAINING_SEED_END = 100000
+"""Training page / task seeds stay below this (collected episodes here, online RL's pool:
+`venus_core.rl.online.sources.TRAIN_SEEDS`); online evaluation targets start at it."""
 
 
 class CollectSourceSpec(Section):
@@ -150,8 +150,8 @@ class CollectSourceSpec(Section):
     def _training_seeds(self) -> CollectSourceSpec:
         if len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"collect.tasks {self.tasks} lists a task twice")
-        if self.seed + self.n > COLLECT_SEED_END:
-            raise ValueError(f"collect: page seeds {self.seed}..{self.seed + self.n - 1} reach {COLLECT_SEED_END}, "
+        if self.seed + self.n > TRAINING_SEED_END:
+            raise ValueError(f"collect: page seeds {self.seed}..{self.seed + self.n - 1} reach {TRAINING_SEED_END}, "
                              f"where online evaluation pages start; training seeds stay below it")
         return self
 

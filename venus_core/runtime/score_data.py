@@ -79,9 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"score_data: error: {exc}", file=sys.stderr)
                 return 1
             if source.kind == "collect":
-                collected[source.name] = read_collect_report(out / "sources", source.name)
-                c = collected[source.name]
-                print(f"score_data: source {source.name!r}: {c['written']} {source.collect.env} oracle episodes kept "
+                c = collected[source.name] = read_collect_report(out / "sources", source.name)
+                print(f"score_data: source {source.name!r}: {c['written']} oracle episodes kept "
                       f"of {sum(t['attempted'] for t in c['tasks'].values())} attempted ({c['seconds']:.0f} s)",
                       flush=True)
     if args.generated:

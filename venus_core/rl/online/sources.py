@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from venus_core.config.spec import TRAINING_SEED_END
 from venus_core.config.training import TaskPoolSpec
 from venus_core.envs.base import DEFAULT_MAX_STEPS, EnvError, Task
 
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 Bucket = Literal["easy", "medium", "hard"]
 BUCKETS: tuple[Bucket, ...] = get_args(Bucket)
 Source = Literal["static", "dynamic"]
-TRAIN_SEEDS = range(0, 100_000)
+TRAIN_SEEDS = range(0, TRAINING_SEED_END)
 HELD_OUT_SEED_START = 900_000
 Rejected = list[tuple[str, str]]  # (task key or record id, reason)
 
