@@ -23,7 +23,8 @@ def evaluate(
     mobile_offline: Optional[Input[Model]] = None,
     web_offline: Optional[Input[Model]] = None,
 ) -> None:
-    """Evaluate every checkpoint of the run stage by stage: mid-trained, each specialist, merged.
+    """Evaluate every checkpoint of the run stage by stage: the spec's eval.baselines (the base model,
+    random init), mid-trained, each specialist, merged.
 
     Suites: the spec's fixed held-out suites (eval.held_out_suites: grounding by level with
     refusals and navigation steps, from seeds no stage trains on) and eval.suites; only when neither
@@ -59,7 +60,8 @@ def evaluate(
     spec_file = os.path.join(results.path, "agent_spec.yaml")  # the resolved spec, kept beside the outputs
     with open(spec_file, "w", encoding="utf-8") as f:
         f.write(agent_spec)
-    argv = ["--spec", spec_file, "--out", results.path, "--model", f"mid={os.path.join(mid.path, 'model')}"]
+    argv = ["--spec", spec_file, "--out", results.path, "--baselines",  # eval.baselines first: where the run began
+            "--model", f"mid={os.path.join(mid.path, 'model')}"]
     for name, specialist in (("grounding", grounding), ("mobile_offline", mobile_offline), ("mobile", mobile),
                              ("web_offline", web_offline), ("web", web)):
         if specialist is not None:

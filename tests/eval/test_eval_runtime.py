@@ -196,3 +196,55 @@ def test_cli_grounding_and_report(tmp_path: Path, tiny_ckpt: Path) -> None:
     r = runner.invoke(app, ["eval", "nav-offline", "--model", str(tiny_ckpt), "--data", str(g), "--level", "mid"])
     assert r.exit_code == 2 and "--level must be high or low" in r.output
     shutil.rmtree(out)
+
+
+@pytest.mark.slow
+def test_evaluate_baselines_come_first(tmp_path: Path, tiny_ckpt: Path) -> None:
+    """`--baselines` scores the spec's eval.baselines before the --model checkpoints, in the ablation's
+    order: random-init (model.tiny at random init) then base (model.base as training resolves it,
+    here the shipped bootstrap), with the same answers as naming those checkpoints directly. A base
+    directory the user names may lack SHA256SUMS (a hub download); a stage output may not."""
+    from venus_core.runtime.evaluate import baseline_refs, main
+    from venus_core.train.base import BOOTSTRAP_DIR
+
+    g = write_grounding(tmp_path / "ss")
+    common = ["--spec", "agents/venus-tiny", "--set", "eval.batch_size=4", "--data", str(g), "--limit", "2",
+              "--viewer", "0"]
+    out = tmp_path / "with"
+    assert main([*common, "--set", 'eval.baselines=["base", "random_init"]', "--baselines",
+                 "--model", f"mid={tiny_ckpt}", "--out", str(out)]) == 0
+    assert list(json.loads((out / "summary.json").read_text())) == ["random-init", "base", "mid"]
+    direct = tmp_path / "direct"
+    assert main([*common, "--model", f"base={BOOTSTRAP_DIR}", "--model", "random-init=tiny", "--out", str(direct)]) == 0
+    for name in ("base--ss.json", "random-init--ss.json"):
+        a, b = load_result(out / "results" / name), load_result(direct / "results" / name)
+        assert [s["answer"] for s in a.samples] == [s["answer"] for s in b.samples] and a.summary == b.summary
+
+    unsealed = tmp_path / "hub-base"
+    shutil.copytree(tiny_ckpt, unsealed)
+    (unsealed / "SHA256SUMS").unlink()
+    spec = AgentSpec.model_validate({"model": {"base": str(unsealed)}})
+    refs, loose = baseline_refs(spec, tmp_path)
+    assert refs == [("base", str(unsealed))] and loose == {"base"}
+    from venus_core.runtime.evaluate import evaluate_model
+    from venus_core.runtime.evaluate import resolve_suites
+
+    suite = resolve_suites([str(g)], [], 1)
+    assert evaluate_model(spec, "base", str(unsealed), suite, tmp_path / "o1", require_manifest=False)
+    with pytest.raises(Exception, match="SHA256SUMS"):
+        evaluate_model(spec, "mid", str(unsealed), suite, tmp_path / "o2")
+    with pytest.raises(ValueError, match="--base-url"):
+        main([*common, "--baselines", "--model", "served", "--base-url", "http://127.0.0.1:9/v1", "--out",
+              str(tmp_path / "o3")])
+
+
+def test_eval_baselines_spec_checks() -> None:
+    assert AgentSpec().eval.baselines == ["base"]
+    with pytest.raises(ValueError, match="random_init is model.tiny"):
+        AgentSpec.model_validate({"model": {"base": "/models/qwen3-vl-8b"}, "eval": {"baselines": ["random_init"]}})
+    with pytest.raises(ValueError, match="names a model twice"):
+        AgentSpec.model_validate({"eval": {"baselines": ["base", "base"]}})
+    with pytest.raises(ValueError, match="already the random initialisation"):
+        AgentSpec.model_validate({"model": {"base": "tiny"}, "eval": {"baselines": ["base", "random_init"]}})
+    with pytest.raises(ValueError):
+        AgentSpec.model_validate({"eval": {"baselines": ["bootstrap"]}})

@@ -109,8 +109,9 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     ev = by_stage["evaluate"]
     assert Path(ev["outputs"]["report"]).read_text().lstrip().lower().startswith("<!doctype html")
     models = {key.split("/")[0] for key in ev["metrics"]}
-    assert models == {"mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged",
-                      "merge-linear", "merge-distill"}  # merge.compare's other methods, from the merge stage
+    assert models == {"base", "mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged",
+                      "merge-linear", "merge-distill"}  # eval.baselines; merge.compare's other methods
+    assert ev["metrics"]["base/live-phone/success_n"] == 2  # the shipped bootstrap, where the run began
     assert sorted(p.name for p in (merged.parent / "candidates").iterdir()) == ["distill", "linear"]
     assert ev["metrics"]["merged/held-out-grounding/overall_n"] == 6  # 3 levels x 2: the spec's held-out suites
     # then the spec's live suites (simulated phone, MiniWoB++ in Chromium), 2 episodes each, every model

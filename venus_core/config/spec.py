@@ -440,6 +440,11 @@ class EvalSpec(Section):
     temperature: float = Field(0.0, ge=0, description="decoding temperature (UI-Venus: 0)")
     repetition_penalty: float = Field(1.05, gt=0, description="decoding repetition penalty (UI-Venus: 1.05)")
     held_out: int = Field(200, ge=1, description="held-out synthetic samples per domain for learning checks")
+    baselines: list[Literal["base", "random_init"]] = Field(
+        default_factory=lambda: ["base"],
+        description="models the evaluate stage scores before the run's own, the ablation's first rows: base = "
+                    "model.base as the stages load it (venus-tiny: the shipped bootstrap), random_init = "
+                    "model.tiny at random initialisation (tiny and bootstrap bases only)")
     workers: int = Field(
         1, ge=1, le=64, description="processes that evaluate models side by side (local checkpoints only; each "
                                     "holds one model; on CPU at most one per core, on a GPU as many as fit its memory)")
@@ -474,6 +479,19 @@ class AgentSpec(Section):
                 f"name {self.name!r} must be 1–63 lowercase letters, digits, '.', '_' or '-', "
                 "starting and ending with a letter or digit"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _baselines(self) -> AgentSpec:
+        names = self.eval.baselines
+        if len(set(names)) != len(names):
+            raise ValueError(f"eval.baselines {names} names a model twice")
+        if "random_init" in names and "base" in names and self.model.base == "tiny":
+            raise ValueError("eval.baselines: model.base is tiny, so base is already the random initialisation; "
+                             "list one of base and random_init")
+        if "random_init" in names and self.model.base not in ("tiny", "bootstrap"):
+            raise ValueError(f"eval.baselines: random_init is model.tiny at random initialisation, a baseline of the "
+                             f"tiny model only; model.base is {self.model.base!r} (drop random_init, or keep base)")
         return self
 
     @model_validator(mode="after")

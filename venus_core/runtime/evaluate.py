@@ -1,7 +1,7 @@
 """The `evaluate` job: every model × every evaluation suite -> result JSONs, one HTML report, provenance.
 
     python -m venus_core.runtime.evaluate --spec AGENT --model CKPT [--model NAME=CKPT ...]
-        [--data DIR ...] [--online TARGET ...] [--base-url URL] [--limit N] --out DIR
+        [--baselines] [--data DIR ...] [--online TARGET ...] [--base-url URL] [--limit N] --out DIR
 
 Suites come from `--data` (each dataset directory is one suite, its evaluator chosen from the kind
 of its records: grounding, or offline navigation at the goal-only level) and `--online` targets
@@ -11,7 +11,9 @@ navigation steps from reserved seeds, generated once per spec and cached by dige
 `venus_core.eval.held_out`) followed by `eval.suites` (those with a dataset, and online suites
 such as `online_sim`).
 Several `--model`s are compared stage by stage in the report in the order given
-(e.g. `mid=…/mid_train offline=…/offline_rl merged=…`).
+(e.g. `mid=…/mid_train offline=…/offline_rl merged=…`); `--baselines` puts the spec's
+`eval.baselines` first (`random-init`: model.tiny at random initialisation; `base`: model.base as the
+training stages load it), so the table starts where the run started.
 With `--base-url` the models are names served by an OpenAI-compatible server (vLLM) and nothing is
 loaded locally; the API key, if any, comes from $VENUS_EVAL_API_KEY (a credential, not config).
 With `eval.workers` > 1 the local checkpoints are evaluated in that many spawned worker processes
@@ -67,6 +69,9 @@ def _parser() -> Any:
     p.add_argument("--online", action="append", default=[], metavar="TARGET",
                    help="also run online episodes on this target, e.g. sim-phone:levels=3-5,episodes=20 (repeatable)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible API root (e.g. http://vllm:8000/v1)")
+    p.add_argument("--baselines", action="store_true",
+                   help="first evaluate the spec's eval.baselines (model.base as training loads it; model.tiny at "
+                        "random init), named base and random-init (local checkpoints only)")
     p.add_argument("--limit", type=int, default=None, help="at most this many samples / episodes per suite")
     p.add_argument("--viewer", type=int, default=24, help="samples shown in the report's viewer per result")
     p.add_argument("--device", default="auto",
@@ -100,6 +105,24 @@ def resolve_suites(data: Sequence[str], spec_suites: Sequence[EvalSuiteSpec], li
     if len(set(names)) != len(names):
         raise ValueError(f"suite names must be unique, got {names} (eval.suites may not reuse a held-out suite's name)")
     return chosen
+
+
+def baseline_refs(spec: AgentSpec, work: Path) -> tuple[list[tuple[str, str]], frozenset[str]]:
+    """The spec's eval.baselines as (name, checkpoint) in the ablation's order (random init, then the
+    base), and the names whose checkpoint may lack SHA256SUMS: a base directory the user names (a
+    hub download), verified all the same and its manifest checked when it has one, as training
+    loads it (`train.base.load_base`)."""
+    from venus_core.train.base import resolve_base
+
+    refs: list[tuple[str, str]] = []
+    unsealed: set[str] = set()
+    if "random_init" in spec.eval.baselines:
+        refs.append(("random-init", "tiny"))
+    if "base" in spec.eval.baselines:
+        refs.append(("base", str(resolve_base(spec.model, work))))
+        if spec.model.base not in ("tiny", "bootstrap"):
+            unsealed.add("base")
+    return refs, frozenset(unsealed)
 
 
 def _headline(res: EvalResult) -> dict[str, Any]:
@@ -140,13 +163,15 @@ def _result_path(out: Path, model: str, suite: str) -> Path:
 
 
 def evaluate_model(spec: AgentSpec, name: str, ckpt: str, suites: Sequence[EvalSuiteSpec], out: Path,
-                   base_url: str | None = None, device: Any = "auto") -> list[tuple[EvalResult, float]]:
-    """One model on every suite, in order: each result written to `out/results/`; (result, seconds)."""
+                   base_url: str | None = None, device: Any = "auto",
+                   require_manifest: bool = True) -> list[tuple[EvalResult, float]]:
+    """One model on every suite, in order: each result written to `out/results/`; (result, seconds).
+    A local checkpoint must have its SHA256SUMS unless `require_manifest` is false (`baseline_refs`)."""
     predictor = eval_suites.make_predictor(
         name, ckpt, spec.model, base_url=base_url, api_key=os.environ.get("VENUS_EVAL_API_KEY"),
         batch_size=spec.eval.batch_size, temperature=spec.eval.temperature,
         repetition_penalty=spec.eval.repetition_penalty, tiny_dir=out / "tiny-model",
-        device="auto" if device is None else device)
+        device="auto" if device is None else device, require_manifest=require_manifest)
     done: list[tuple[EvalResult, float]] = []
     for suite in suites:
         evaluator = eval_suites.get_evaluator(suite.evaluator)
@@ -181,13 +206,15 @@ def _worker_init(threads: int, parent: int) -> None:
 
 
 def _evaluate_in_worker(spec: AgentSpec, name: str, ckpt: str, suites: Sequence[EvalSuiteSpec], out: Path,
-                        device: Any) -> list[tuple[dict[str, Any], float]]:
+                        device: Any, require_manifest: bool) -> list[tuple[dict[str, Any], float]]:
     """`evaluate_model` in a worker process; results travel back as their JSON documents."""
-    return [(res.to_dict(), seconds) for res, seconds in evaluate_model(spec, name, ckpt, suites, out, None, device)]
+    return [(res.to_dict(), seconds)
+            for res, seconds in evaluate_model(spec, name, ckpt, suites, out, None, device, require_manifest)]
 
 
 def _evaluate_models(spec: AgentSpec, refs: Sequence[tuple[str, str]], suites: Sequence[EvalSuiteSpec], out: Path,
-                     base_url: str | None, device: Any) -> Iterator[tuple[str, list[tuple[EvalResult, float]]]]:
+                     base_url: str | None, device: Any,
+                     unsealed: frozenset[str] = frozenset()) -> Iterator[tuple[str, list[tuple[EvalResult, float]]]]:
     """(model, its results) in the order of `refs`. With `eval.workers` > 1 and local checkpoints the
     models are evaluated in that many worker processes (spawned; each loads one model at a time), so
     a CPU pod's cores, or a GPU's spare memory, serve several models at once; results still come back
@@ -195,7 +222,7 @@ def _evaluate_models(spec: AgentSpec, refs: Sequence[tuple[str, str]], suites: S
     workers = min(spec.eval.workers, len(refs))
     if base_url or workers <= 1:  # a server batches across requests itself
         for name, ckpt in refs:
-            yield name, evaluate_model(spec, name, ckpt, suites, out, base_url, device)
+            yield name, evaluate_model(spec, name, ckpt, suites, out, base_url, device, name not in unsealed)
         return
     if any(ckpt == "tiny" for _, ckpt in refs):  # built once, here, not by two workers at the same time
         from venus_core.models.loading import tiny_checkpoint_dir
@@ -211,7 +238,8 @@ def _evaluate_models(spec: AgentSpec, refs: Sequence[tuple[str, str]], suites: S
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                              initargs=(threads, os.getpid())) as pool:
-        futures = [pool.submit(_evaluate_in_worker, spec, name, ckpt, list(suites), out, device) for name, ckpt in refs]
+        futures = [pool.submit(_evaluate_in_worker, spec, name, ckpt, list(suites), out, device, name not in unsealed)
+                   for name, ckpt in refs]
         try:
             for (name, _), future in zip(refs, futures, strict=True):
                 try:
@@ -226,7 +254,7 @@ def _evaluate_models(spec: AgentSpec, refs: Sequence[tuple[str, str]], suites: S
 
 def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec], out: Path, *,
         base_url: str | None = None, viewer: int = 24, tracker: Tracker | None = None,
-        device: Any = "auto") -> list[EvalResult]:
+        device: Any = "auto", baselines: bool = False) -> list[EvalResult]:
     """Evaluate every model on every suite; write results, report, summary and provenance to `out`.
 
     Local checkpoints go on `device` ("auto": the GPU when there is one, after checking the GPUs the
@@ -242,6 +270,13 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
     out.mkdir(parents=True, exist_ok=True)
     tracker = tracker or JsonlTracker(out / "metrics.jsonl")
     refs = [eval_suites.parse_model_ref(m) for m in models]
+    unsealed: frozenset[str] = frozenset()
+    if baselines:
+        if base_url:
+            raise ValueError("--baselines evaluates local checkpoints (model.base, model.tiny); with --base-url "
+                             "serve them and name them with --model instead")
+        first, unsealed = baseline_refs(spec, out)
+        refs = [*first, *refs]
     names = [n for n, _ in refs]
     if len(set(names)) != len(names):
         raise ValueError(f"--model names must be unique, got {names}")
@@ -255,7 +290,7 @@ def run(spec: AgentSpec, models: Sequence[str], suites: Sequence[EvalSuiteSpec],
     inputs: list[str] = [s.data for s in suites if s.data and s.evaluator not in eval_suites.NO_DATA_EVALUATORS]
     if not base_url:
         inputs += [str(out / "tiny-model") if ckpt == "tiny" else ckpt for _, ckpt in refs]
-    for step, (name, done) in enumerate(_evaluate_models(spec, refs, suites, out, base_url, dev)):
+    for step, (name, done) in enumerate(_evaluate_models(spec, refs, suites, out, base_url, dev, unsealed)):
         for res, seconds in done:
             path = _result_path(out, name, res.suite)
             tracker.log_metrics({**flat_metrics(res), f"time/{_SAFE.sub('_', name)}/{_SAFE.sub('_', res.suite)}_s":
@@ -297,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     with job_tracking(JOB, spec, out) as tracker:
         run(spec, args.model, suites, out, base_url=args.base_url, viewer=args.viewer, tracker=tracker,
-            device=device)
+            device=device, baselines=args.baselines)
         tracker.record_provenance(json.loads((out / "provenance.json").read_text(encoding="utf-8")))
         if os.environ.get(KFP_RUN_ENV):  # on a cluster the last stage closes the pipeline's parent run
             finish_parent(tracker)
