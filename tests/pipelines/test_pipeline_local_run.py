@@ -109,7 +109,7 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     ev = by_stage["evaluate"]
     assert Path(ev["outputs"]["report"]).read_text().lstrip().lower().startswith("<!doctype html")
     models = {key.split("/")[0] for key in ev["metrics"]}
-    assert models == {"random-init", "base", "mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged",
+    assert models == {"base", "mid", "grounding", "mobile_offline", "mobile", "web_offline", "web", "merged",
                       "merge-linear", "merge-distill"}  # eval.baselines; merge.compare's other methods
     assert ev["metrics"]["base/live-phone/success_n"] == 2  # the shipped bootstrap, where the run began
     assert sorted(p.name for p in (merged.parent / "candidates").iterdir()) == ["distill", "linear"]
