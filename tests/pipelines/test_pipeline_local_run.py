@@ -32,7 +32,7 @@ SHRINK = [
     "online_rl.max_steps_per_episode=2", "online_rl.task_pool.held_out=2", "online_rl.train_tasks=4",
     "online_rl.max_new_tokens=8", "online_rl.web_tasks=[click-button]",
     "merge.distill.steps=1", "merge.distill.batch_size=1", "merge.distill.max_new_tokens=8",
-    "merge.distill.prompts.records=4"]
+    "merge.distill.prompts.records=4", "eval.baselines=[base]"]
 
 
 def test_task_log_splits_the_kfp_local_stream_per_task() -> None:
