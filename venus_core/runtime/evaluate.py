@@ -112,7 +112,7 @@ def baseline_refs(spec: AgentSpec, work: Path) -> tuple[list[tuple[str, str]], f
     base), and the names whose checkpoint may lack SHA256SUMS: a base directory the user names (a
     hub download), verified all the same and its manifest checked when it has one, as training
     loads it (`train.base.load_base`)."""
-    from venus_core.train.base import resolve_base
+    from venus_core.train.base import base_is_shipped, resolve_base
 
     refs: list[tuple[str, str]] = []
     unsealed: set[str] = set()
@@ -120,7 +120,7 @@ def baseline_refs(spec: AgentSpec, work: Path) -> tuple[list[tuple[str, str]], f
         refs.append(("random-init", "tiny"))
     if "base" in spec.eval.baselines:
         refs.append(("base", str(resolve_base(spec.model, work))))
-        if spec.model.base not in ("tiny", "bootstrap"):
+        if not base_is_shipped(spec.model):
             unsealed.add("base")
     return refs, frozenset(unsealed)
 

@@ -61,11 +61,11 @@ def _policy(spec: AgentSpec, model_dir: str | None, work: Path, device: Any) -> 
     from venus_core.eval.predictors import LocalPredictor
     from venus_core.models.loading import load_model
     from venus_core.models.placement import job_device
-    from venus_core.train.base import resolve_base
+    from venus_core.train.base import base_is_shipped, resolve_base
 
     target = Path(model_dir) if model_dir else resolve_base(spec.model, work)
     model, processor = load_model(target, spec.model, job_device(spec, JOB, device), tiny_dir=work / "base-tiny",
-                                  require_manifest=bool(model_dir) or spec.model.base in ("tiny", "bootstrap"))
+                                  require_manifest=bool(model_dir) or base_is_shipped(spec.model))
     name = Path(str(target)).name
     revision = f"{name}@{dir_sha256(target)}" if target != "tiny" else "tiny"
     inputs = [str(target)] if target != "tiny" else []

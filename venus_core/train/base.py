@@ -44,6 +44,12 @@ def resolve_base(model_spec: ModelSpec, work_dir: str | Path) -> Path | str:
     return path
 
 
+def base_is_shipped(model_spec: ModelSpec) -> bool:
+    """True for the bases this project builds (`tiny`) or ships (`bootstrap`), sealed with their
+    SHA256SUMS; a directory the user names may come from elsewhere (a hub download) without one."""
+    return model_spec.base in ("tiny", "bootstrap")
+
+
 def load_base(model_spec: ModelSpec, work_dir: str | Path, device: Any = "cpu", *,
               training: bool = True) -> tuple[PreTrainedModel, ProcessorMixin]:
     """Load the training base (dtype auto: float32 master weights); the tiny model is built into
@@ -51,7 +57,7 @@ def load_base(model_spec: ModelSpec, work_dir: str | Path, device: Any = "cpu", 
     without SHA256SUMS; it is verified all the same, and its manifest checked when it has one."""
     target = resolve_base(model_spec, work_dir)
     return load_model(target, model_spec, device, tiny_dir=Path(work_dir) / "base-tiny", training=training,
-                      require_manifest=model_spec.base in ("tiny", "bootstrap"))
+                      require_manifest=base_is_shipped(model_spec))
 
 
-__all__ = ["BOOTSTRAP_DIR", "load_base", "resolve_base"]
+__all__ = ["BOOTSTRAP_DIR", "base_is_shipped", "load_base", "resolve_base"]
