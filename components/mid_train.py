@@ -27,7 +27,8 @@ def mid_train(
         max_steps: Optimizer steps (mid_train.max_steps).
 
     Returns:
-        model: The HF checkpoint in model/, with report.json (held-out rates before and after, 95 % intervals).
+        model: The HF checkpoint in model/, with report.json (held-out rates before and after, 95 % intervals);
+            with mid_train.wise_ft < 1, model/ is the interpolation toward the base and trained/ the trained weights.
         metrics: Held-out rates after training, optimizer steps, wall seconds.
     """
     import json
@@ -50,5 +51,7 @@ def mid_train(
         report = json.load(f)
     for key, rate in (report.get("held_out_after") or {}).items():
         metrics.log_metric(f"held_out_{key}", float(rate["value"]))
+    for key, rate in (report.get("held_out_trained") or {}).items():  # mid_train.wise_ft < 1
+        metrics.log_metric(f"held_out_trained_{key}", float(rate["value"]))
     metrics.log_metric("steps", float(report["steps"]))
     metrics.log_metric("wall_s", float(report["wall_s"]))

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from venus_core.runtime.mid_train import main
 
@@ -44,3 +45,42 @@ def test_runtime_job_end_to_end(grounding_l0: Path, mixture_l2: Path, tmp_path: 
 def test_missing_dataset_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not a Venus dataset"):
         main(_argv([tmp_path / "nope"], tmp_path / "run"))
+
+
+def test_wise_ft_publishes_the_interpolation_toward_the_base(grounding_l0: Path, mixture_l2: Path,
+                                                             tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    from venus_core.train.base import BOOTSTRAP_DIR
+
+    out = tmp_path / "run"
+    assert main(_argv([grounding_l0, mixture_l2], out, "--set", "mid_train.wise_ft=0.25")) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["wise_ft"] == {"alpha": 0.25, "base": str(BOOTSTRAP_DIR), "trained": "trained"}
+    assert set(report["held_out_trained"]) == set(report["held_out_after"])
+    assert (out / "model" / "SHA256SUMS").is_file() and (out / "trained" / "SHA256SUMS").is_file()
+    checked = 0
+    with safe_open(str(BOOTSTRAP_DIR / "model.safetensors"), "pt") as b, \
+            safe_open(str(out / "trained" / "model.safetensors"), "pt") as t, \
+            safe_open(str(next((out / "model").glob("*.safetensors"))), "pt") as m:
+        for key in t.keys():
+            base, trained, published = b.get_tensor(key).float(), t.get_tensor(key).float(), m.get_tensor(key).float()
+            if torch.equal(base, trained):
+                continue
+            expected = base + 0.25 * (trained - base)
+            assert torch.allclose(published, expected, atol=1e-2 * float(expected.abs().max()) + 1e-6), key
+            assert not torch.allclose(published, trained)
+            checked += 1
+    assert checked > 10
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("wise_ft/grounding/hit" in (m.get("metrics") or {}) for m in metrics)
+    # a resumed finished job writes the published model again from its trained weights
+    assert main(_argv([grounding_l0, mixture_l2], out, "--resume", "--set", "mid_train.wise_ft=0.25")) == 0
+    assert (out / "model" / "SHA256SUMS").is_file()
+
+
+def test_wise_ft_alpha_is_checked(tmp_path: Path) -> None:
+    from venus_core.merge.wise_ft import interpolate
+
+    with pytest.raises(ValueError, match="alpha must be in"):
+        interpolate(tmp_path, tmp_path, tmp_path / "out", 1.5)

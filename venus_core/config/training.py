@@ -72,6 +72,11 @@ class MidTrainSpec(Section):
     save_every: int = Field(200, ge=1, description="checkpoint every N steps (atomic, resumable)")
     eval_every: int = Field(100, ge=1, description="held-out evaluation every N steps")
     seed: int = Field(0, description="training seed")
+    wise_ft: float = Field(
+        1.0, gt=0, le=1, description="publish base + wise_ft x (trained - base): WiSE-FT weight-space "
+        "interpolation toward model.base (Wortsman et al. 2022; a task-arithmetic merge on disk, "
+        "venus_core.merge.wise_ft). The trained weights stay beside in trained/, the report holds both "
+        "models' held-out rates; 1 = publish the trained weights as they are")
     instruction_head: InstructionHeadSpec = Field(
         default_factory=InstructionHeadSpec, description="auxiliary instruction head at the answer positions")
     attention_supervision: AttentionSupervisionSpec = Field(

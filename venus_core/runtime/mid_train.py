@@ -8,7 +8,9 @@ safetensors), OUT/checkpoints or --checkpoints DIR (resumable, atomic; on a clus
 restarted pod resumes), OUT/metrics.jsonl (also an MLflow run when a store is configured,
 runtime.tracking) and
 OUT/report.json (provenance, held-out rates with 95 % intervals before and after training, the
-mixture actually drawn, data sizes, wall and CPU time).
+mixture actually drawn, data sizes, wall and CPU time). With mid_train.wise_ft < 1 the trained
+weights go to OUT/trained and OUT/model is their interpolation toward the base
+(`venus_core.merge.wise_ft`); the report then holds both models' held-out rates.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import TeeTracker, job_tracking
+
+if TYPE_CHECKING:
+    from venus_core.config.spec import AgentSpec
+    from venus_core.train.data import Corpus
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from venus_core.train.base import load_base
     from venus_core.train.data import load_corpus
     from venus_core.train.distributed import setup, teardown
-    from venus_core.train.evaluate import rates_to_dict
+    from venus_core.train.evaluate import rates_to_dict, rates_to_metrics
     from venus_core.train.sft import train_sft
     from venus_core.train.tracker import NullTracker
 
@@ -94,10 +101,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from venus_core.train.ds_backend import full_weights
 
         finished = result.steps >= spec.mid_train.max_steps
+        alpha = spec.mid_train.wise_ft
+        trained_dir = out / ("trained" if alpha < 1.0 else "model")
         with full_weights(model, result.deepspeed):  # ZeRO-3: every rank helps gather the weights
             if env.is_main and finished:
-                save_model(model, processor, out / "model")
+                save_model(model, processor, trained_dir)
+        wise_ft = None
+        if env.is_main and finished and alpha < 1.0:
+            wise_ft = _publish_wise_ft(spec, out, trained_dir, alpha, env.device, corpus, limit)
+            tracker.log_metrics(rates_to_metrics(wise_ft["rates"], prefix="wise_ft/"), result.steps)
         if env.is_main and finished:
+            after = rates_to_dict(result.rates)
             report = {
                 **provenance("mid_train", spec, args.data),
                 "base": spec.model.base,
@@ -105,7 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "world_size": env.world,
                 "backend": env.backend,
                 "held_out_before": before,
-                "held_out_after": rates_to_dict(result.rates),
+                # the published model's rates; with wise_ft < 1 the trained weights' are held_out_trained
+                "held_out_after": rates_to_dict(wise_ft["rates"]) if wise_ft else after,
+                **({"held_out_trained": after,
+                    "wise_ft": {"alpha": alpha, "base": str(wise_ft["base"]), "trained": "trained"}}
+                   if wise_ft else {}),
                 "eval_history": result.history,
                 "mixture": result.mixture,
                 "data": corpus.sizes(),
@@ -128,6 +146,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         teardown(synchronize=finished_ok)  # every rank got here: meet before leaving
     return 0
+
+
+def _publish_wise_ft(spec: AgentSpec, out: Path, trained: Path, alpha: float, device: Any, corpus: Corpus,
+                     limit: int) -> dict[str, Any]:
+    """OUT/model = base + alpha * (trained - base), on disk; its held-out rates on the same samples
+    as the trained weights'."""
+    import shutil
+
+    from venus_core.merge.wise_ft import interpolate
+    from venus_core.models.loading import load_model
+    from venus_core.train.base import base_checkpoint_dir
+    from venus_core.train.evaluate import evaluate_held_out
+
+    base = base_checkpoint_dir(spec.model, out)
+    published = out / "model"
+    if published.exists():  # a resumed job's earlier output: written again from its trained weights
+        shutil.rmtree(published)
+    t0 = time.perf_counter()
+    interpolate(base, trained, published, alpha)
+    model, processor = load_model(published, spec.model, device)
+    rates = evaluate_held_out(model, processor, corpus.held_out, limit=limit)
+    del model
+    print(f"[mid_train] wise_ft {alpha}: published {published} = base {base} + {alpha} x (trained - base) "
+          f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return {"rates": rates, "base": base}
 
 
 if __name__ == "__main__":

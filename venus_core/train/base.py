@@ -15,7 +15,7 @@ from typing import Any
 from transformers import PreTrainedModel, ProcessorMixin
 
 from venus_core.config.spec import ModelSpec
-from venus_core.models.loading import load_model, tiny_spec_of
+from venus_core.models.loading import load_model, tiny_checkpoint_dir, tiny_spec_of
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parents[1] / "models" / "assets" / "venus-tiny-bootstrap"
 """Where the shipped bootstrap checkpoint lives (safetensors + tokenizer + processor, ~3 MB)."""
@@ -50,6 +50,15 @@ def base_is_shipped(model_spec: ModelSpec) -> bool:
     return model_spec.base in ("tiny", "bootstrap")
 
 
+def base_checkpoint_dir(model_spec: ModelSpec, work_dir: str | Path) -> Path:
+    """The directory holding the training base's weights: `resolve_base`, or for `tiny` the
+    random-init build in WORK/base-tiny (where `load_base` builds it)."""
+    target = resolve_base(model_spec, work_dir)
+    if str(target) == "tiny":
+        return tiny_checkpoint_dir(Path(work_dir) / "base-tiny", model_spec)
+    return Path(target)
+
+
 def load_base(model_spec: ModelSpec, work_dir: str | Path, device: Any = "cpu", *,
               training: bool = True) -> tuple[PreTrainedModel, ProcessorMixin]:
     """Load the training base (dtype auto: float32 master weights); the tiny model is built into
@@ -60,4 +69,4 @@ def load_base(model_spec: ModelSpec, work_dir: str | Path, device: Any = "cpu", 
                       require_manifest=base_is_shipped(model_spec))
 
 
-__all__ = ["BOOTSTRAP_DIR", "base_is_shipped", "load_base", "resolve_base"]
+__all__ = ["BOOTSTRAP_DIR", "base_checkpoint_dir", "base_is_shipped", "load_base", "resolve_base"]
