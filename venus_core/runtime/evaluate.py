@@ -119,7 +119,10 @@ def baseline_refs(spec: AgentSpec, work: Path) -> tuple[list[tuple[str, str]], f
     if "random_init" in spec.eval.baselines:
         refs.append(("random-init", "tiny"))
     if "base" in spec.eval.baselines:
-        refs.append(("base", str(resolve_base(spec.model, work))))
+        from venus_core.runtime.base_model import localize_base
+
+        local = localize_base(spec, "evaluate")  # an s3:// / file:// base: fetched to the model cache
+        refs.append(("base", str(resolve_base(local.model, work))))
         if not base_is_shipped(spec.model):
             unsealed.add("base")
     return refs, frozenset(unsealed)

@@ -63,6 +63,10 @@ def _policy(spec: AgentSpec, model_dir: str | None, work: Path, device: Any) -> 
     from venus_core.models.placement import job_device
     from venus_core.train.base import base_is_shipped, resolve_base
 
+    if not model_dir:
+        from venus_core.runtime.base_model import localize_base
+
+        spec = localize_base(spec, "generate_data")  # an s3:// / file:// base: fetched to the model cache
     target = Path(model_dir) if model_dir else resolve_base(spec.model, work)
     model, processor = load_model(target, spec.model, job_device(spec, JOB, device), tiny_dir=work / "base-tiny",
                                   require_manifest=bool(model_dir) or base_is_shipped(spec.model))

@@ -29,6 +29,7 @@ from venus_core.runtime.tracking import TeeTracker, job_tracking
 if TYPE_CHECKING:
     from venus_core.config.spec import AgentSpec
     from venus_core.train.data import Corpus
+    from venus_core.train.distributed import DistEnv
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mid_train: error: {exc}", file=sys.stderr, flush=True)
         return 2
     env = setup(spec.mid_train, device)
+    base_uri = spec.model.base
+    spec = _local_base(spec, env)  # an s3:// / file:// model.base: fetched to the model cache first
     stack = contextlib.ExitStack()
     finished_ok = False
     try:
@@ -114,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             after = rates_to_dict(result.rates)
             report = {
                 **provenance("mid_train", spec, args.data),
-                "base": spec.model.base,
+                "base": base_uri,
                 "steps": result.steps,
                 "world_size": env.world,
                 "backend": env.backend,
@@ -146,6 +149,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         teardown(synchronize=finished_ok)  # every rank got here: meet before leaving
     return 0
+
+
+def _local_base(spec: AgentSpec, env: DistEnv) -> AgentSpec:
+    """`runtime.base_model.localize_base`, one fetch at a time: rank 0 first, then the first rank of
+    every other node (whose cache may be its own disk), then the rest (finding it up to date)."""
+    from venus_core.runtime.base_model import is_remote, localize_base
+
+    if not is_remote(spec.model.base):
+        return spec
+    local = spec
+    for turn in (env.is_main, not env.is_main and env.local_rank == 0, env.local_rank != 0):
+        if turn:
+            local = localize_base(spec, "mid_train")
+        env.barrier()
+    return local
 
 
 def _publish_wise_ft(spec: AgentSpec, out: Path, trained: Path, alpha: float, device: Any, corpus: Corpus,

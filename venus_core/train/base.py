@@ -4,7 +4,7 @@
 tiny checkpoint pre-trained by `venus bootstrap` on the synthetic curriculum (the default base of
 agents/venus-tiny: from random init, instruction-dependent skills need 15–30 CPU-minutes, more than
 a laptop run should spend); anything else is a local HF directory (URIs are resolved by the storage
-layer before this is called).
+layer before this is called: `runtime.base_model.localize_base`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def resolve_base(model_spec: ModelSpec, work_dir: str | Path) -> Path | str:
                 f"{model_spec.tiny.image_size}; re-run `venus bootstrap` with this spec"
             )
         return BOOTSTRAP_DIR
+    if "://" in base:
+        raise ValueError(f"model.base {base!r} is a URI: the job fetches it to a local directory first "
+                         "(venus_core.runtime.base_model.localize_base)")
     path = Path(base)
     if not path.is_dir():
         raise FileNotFoundError(f"model.base {base!r}: no such local directory (expected 'tiny', 'bootstrap' or a path)")

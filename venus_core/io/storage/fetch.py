@@ -70,8 +70,12 @@ def _local_ok(path: Path, size: int, sha: str) -> bool:
     return sha256_file(path)[0] == sha
 
 
-def fetch_dir(uri: str, local_dir: str | os.PathLike[str], *, store: ArtifactStore | None = None) -> FetchReport:
-    """Make `local_dir` an exact, verified copy of the published artifact at `uri`; see the module doc."""
+def fetch_dir(uri: str, local_dir: str | os.PathLike[str], *, store: ArtifactStore | None = None,
+              stamp: str | os.PathLike[str] | None = None) -> FetchReport:
+    """Make `local_dir` an exact, verified copy of the published artifact at `uri`; see the module doc.
+
+    `stamp`: where the stamp file goes (default `local_dir/.venus-fetch.json`); a checkpoint keeps
+    it beside the directory, whose SHA256SUMS lists every file in it."""
     root_uri, prefix = split_uri(uri)
     store = store or open_store(root_uri)
     dest = Path(local_dir)
@@ -83,7 +87,7 @@ def fetch_dir(uri: str, local_dir: str | os.PathLike[str], *, store: ArtifactSto
                            f"`open_store(...).put_dir(DIR, PREFIX)` so every file carries its sha256")
     digest = hashlib.sha256(marker).hexdigest()
     report = FetchReport(uri, str(dest), digest)
-    stamp = dest / STAMP
+    stamp = Path(stamp) if stamp is not None else dest / STAMP
     if stamp.is_file():
         try:
             recorded = json.loads(stamp.read_text(encoding="utf-8"))
