@@ -41,6 +41,7 @@ TRACKING_KEYS = {"MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
                  "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD"}
 JUDGE_KEYS = {"VENUS_JUDGE_API_KEY": "VENUS_JUDGE_API_KEY"}  # venus_core.scoring.openai_judge.API_KEY_ENV
 TRAINING_STAGES = ("mid_train", "offline_rl", "online_rl")
+MODEL_CACHE_ENV = "VENUS_MODEL_CACHE"  # venus_core.runtime.base_model reads it
 KFP_RUN_ENV = "KFP_RUN_ID"  # venus_core.runtime.tracking.KFP_RUN_ENV
 ROLLOUT_CLIENT_LABEL = ("venus.dev/rollout-client", "true")  # the rollout servers' NetworkPolicy admits these pods
 RUN_ID_FIELD = "metadata.labels['pipeline/runid']"  # set on every pod of a run by the KFP API server
@@ -74,6 +75,15 @@ def apply_resources(task: Any, res: ResourceSpec) -> None:
         kubernetes.empty_dir_mount(task, SHM_VOLUME, "/dev/shm", medium="Memory", size_limit=res.shm_size)
 
 
+def loads_remote_base(stage: str, spec: AgentSpec) -> bool:
+    """Whether `stage` loads an object-store model.base (`venus_core.runtime.base_model`): mid_train,
+    the evaluate stage's `base` row, generate_data's default policy."""
+    if not spec.model.base.startswith(("s3://", "file://")):
+        return False
+    return (stage == "mid_train" or (stage == "evaluate" and "base" in spec.eval.baselines)
+            or (stage == "generate_data" and spec.flywheel.policy == "model" and not spec.flywheel.policy_server))
+
+
 def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
     """Resources of `stage`, endpoints as plain env, credentials from Secrets, the checkpoint PVC."""
     p = spec.platform
@@ -89,8 +99,11 @@ def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
     judged = (stage == "score_data" and judge.enabled) or (stage == "generate_data" and (fw.judge or fw.verifier == "judge"))
     if judged and judge.judge == "openai" and judge.api_key_secret:
         kubernetes.use_secret_as_env(task, judge.api_key_secret, JUDGE_KEYS)
-    if p.checkpoints_pvc and stage in TRAINING_STAGES:
+    cache_base = bool(p.checkpoints_pvc) and loads_remote_base(stage, spec)
+    if p.checkpoints_pvc and (stage in TRAINING_STAGES or cache_base):
         kubernetes.mount_pvc(task, p.checkpoints_pvc, CHECKPOINTS_MOUNT)
+    if cache_base:  # an s3:// model.base is fetched once onto the PVC, not into each pod's ephemeral disk
+        task.set_env_variable(MODEL_CACHE_ENV, f"{CHECKPOINTS_MOUNT}/models")
     if stage == "online_rl" and spec.online_rl.rollout_server:
         kubernetes.add_pod_label(task, *ROLLOUT_CLIENT_LABEL)
     # The Kubeflow run id, for MLflow nesting and per-run checkpoint directories; from the pod's

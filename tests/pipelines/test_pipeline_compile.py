@@ -186,7 +186,13 @@ def test_kubernetes_settings_per_stage(compiled: dict[str, tuple[str, dict[str, 
     assert mid["nodeSelector"]["labels"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert mid["tolerations"] == [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
     assert mid["pvcMount"][0]["mountPath"] == "/checkpoints" and mid["pvcMount"][0]["constant"] == "venus-checkpoints"
-    assert "pvcMount" not in k8s["exec-merge"] and "pvcMount" not in k8s["exec-evaluate"]
+    assert "pvcMount" not in k8s["exec-merge"]
+    # model.base is s3://: the stages that load it (mid_train, evaluate's `base` row) cache it on the PVC
+    assert k8s["exec-evaluate"]["pvcMount"][0]["mountPath"] == "/checkpoints"
+    env = {s: {e["name"]: e["value"] for e in _executors(compiled["ui-venus-1.5-8b"][1])[s]["container"]["env"]}
+           for s in ("exec-mid-train", "exec-evaluate", "exec-offline-rl", "exec-merge")}
+    assert env["exec-mid-train"]["VENUS_MODEL_CACHE"] == env["exec-evaluate"]["VENUS_MODEL_CACHE"] == "/checkpoints/models"
+    assert "VENUS_MODEL_CACHE" not in env["exec-offline-rl"] and "VENUS_MODEL_CACHE" not in env["exec-merge"]
     secrets = {s["secretName"]: s for s in k8s["exec-score-data"]["secretAsEnv"]}
     assert [e["envVar"] for e in secrets["venus-minio"]["keyToEnv"]] == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
     assert secrets["venus-mlflow"]["optional"] is True

@@ -51,7 +51,7 @@ CHECKPOINTED_JOBS = ("mid_train", "offline_rl", "online_rl")
 STAGED = ".venus-staged"
 STAGED_INPUTS = ("--data", "--data-root", "--model", "--eval-data", "--exclude")
 """Path arguments of the training jobs that a TrainJob's pods must find on the PVC."""
-PASS_ENV = (KFP_RUN_ENV, PARENT_ENV, TRACKING_ENV, "VENUS_GIT_REV", "VENUS_IMAGE")
+PASS_ENV = (KFP_RUN_ENV, PARENT_ENV, TRACKING_ENV, "VENUS_GIT_REV", "VENUS_IMAGE", "VENUS_MODEL_CACHE")
 
 
 def _known(argv: Sequence[str]) -> argparse.Namespace:
