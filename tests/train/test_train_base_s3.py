@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 from moto.server import ThreadedMotoServer
+from typer.testing import CliRunner
+
+from venus_core.cli import app
 
 from venus_core.config import load_spec
 from venus_core.io.storage import open_store
@@ -34,7 +37,10 @@ def s3_base() -> Iterator[str]:
     for k, v in {"VENUS_S3_ENDPOINT": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
                  "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         mp.setenv(k, v)
-    open_store(f"s3://{BUCKET}", create_bucket=True).put_dir(BOOTSTRAP_DIR, "venus/tiny-bootstrap")
+    open_store(f"s3://{BUCKET}", create_bucket=True)
+    published = CliRunner().invoke(app, ["checkpoint", "publish", str(BOOTSTRAP_DIR), URI])
+    assert published.exit_code == 0, published.output
+    assert f"-> {URI}: 9 files" in published.output
     yield URI
     mp.undo()
     server.stop()
@@ -75,3 +81,15 @@ def test_resolve_base_refuses_a_uri_it_was_not_given_fetched(tmp_path: Path) -> 
     spec = load_spec(SPEC, [f"model.base={URI}"])
     with pytest.raises(ValueError, match="is a URI: the job fetches it"):
         resolve_base(spec.model, tmp_path)
+
+
+def test_publish_refuses_an_unsealed_checkpoint_and_an_existing_artifact(s3_base: str, tmp_path: Path) -> None:
+    import shutil
+
+    unsealed = tmp_path / "unsealed"
+    shutil.copytree(BOOTSTRAP_DIR, unsealed)
+    (unsealed / "SHA256SUMS").unlink()
+    result = CliRunner().invoke(app, ["checkpoint", "publish", str(unsealed), f"s3://{BUCKET}/other"])
+    assert result.exit_code != 0 and "no SHA256SUMS manifest" in result.output
+    again = CliRunner().invoke(app, ["checkpoint", "publish", str(BOOTSTRAP_DIR), s3_base])
+    assert again.exit_code != 0 and "already holds" in again.output and "--overwrite replaces it" in again.output
