@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,47 @@ def test_lock_step_bookkeeping_exact() -> None:
     assert pred.rounds[0] == ["task-0:0", "task-1:0"] and envs[1].resets[0] == "invalid then win"
     assert len(res.samples[0]["frames"]) == 2 and res.samples[1]["frames"] == []
     assert res.samples[1]["trajectory"][0]["valid"] is False and res.samples[1]["trajectory"][1]["action"] == "Click(box=(500,500))"
+
+
+class SlowConcurrentEnv(CountingEnv):
+    """A CountingEnv whose reset and step take 50 ms outside the interpreter (as a browser's would)."""
+
+    concurrent = True
+    active = 0
+    overlap = 0
+    lock = threading.Lock()
+
+    def _slow(self) -> None:
+        with SlowConcurrentEnv.lock:
+            SlowConcurrentEnv.active += 1
+            SlowConcurrentEnv.overlap = max(SlowConcurrentEnv.overlap, SlowConcurrentEnv.active)
+        time.sleep(0.05)
+        with SlowConcurrentEnv.lock:
+            SlowConcurrentEnv.active -= 1
+
+    def reset(self, task: Task) -> Observation:
+        self._slow()
+        return super().reset(task)
+
+    def step(self, action: Action) -> tuple[Observation, bool, dict[str, Any]]:
+        self._slow()
+        return super().step(action)
+
+
+def test_concurrent_envs_step_together_with_the_same_results() -> None:
+    goals = ["win", "never", "invalid then win", "win", "never", "win", "invalid then win", "never"]
+    tasks = [Task(goal=g, max_steps=3, difficulty=1, app="a") for g in goals]
+    script = {"win": [nav("Click(box=(500,500))"), nav("Finished(content='')")],
+              "invalid then win": ["garbage", nav("Click(box=(500,500))"), nav("Finished(content='')")],
+              "never": [nav("Wait()")] * 3}
+    sequential_envs = [CountingEnv() for _ in range(4)]
+    seq = evaluate_online(sequential_envs, tasks, ByStep([script[g] for g in goals]))
+    SlowConcurrentEnv.overlap = 0
+    envs = [SlowConcurrentEnv() for _ in range(4)]
+    conc = evaluate_online(envs, tasks, ByStep([script[g] for g in goals]))
+    assert SlowConcurrentEnv.overlap == 4  # the four envs reset and step at the same time
+    assert [e.resets for e in envs] == [e.resets for e in sequential_envs]  # same task per env
+    assert conc.samples == seq.samples and conc.summary == seq.summary
 
 
 def test_invalid_steps_count_toward_the_limit() -> None:

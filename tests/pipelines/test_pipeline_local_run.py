@@ -101,6 +101,10 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     assert sorted(s["domain"] for s in stages if s["stage"] == "online_rl") == ["mobile", "web"]
     by_stage = {s["stage"]: s for s in stages}
     assert by_stage["mid_train"]["metrics"]["steps"] == 2
+    # venus-tiny publishes mid-training half-way back to its base (mid_train.wise_ft): both rates reported
+    assert {"held_out_grounding/hit", "held_out_trained_grounding/hit"} <= set(by_stage["mid_train"]["metrics"])
+    mid = Path(by_stage["mid_train"]["outputs"]["model"])
+    assert (mid / "trained" / "SHA256SUMS").is_file() and (mid / "model" / "merge_report.json").is_file()
     assert by_stage["score_data"]["metrics"]["mixture_train_records"] > 0
     merged = Path(by_stage["merge"]["outputs"]["model"]) / "model"
     assert (merged / "config.json").is_file() and list(merged.glob("*.safetensors"))

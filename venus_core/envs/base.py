@@ -80,6 +80,10 @@ class Env(ABC):
 
     name: str = ""
     platform: str = "mobile"
+    # Whether `reset` / `step` / `is_successful` of *different* instances may run at the same time
+    # from several threads: true where the work happens outside the interpreter (a browser's
+    # processes), so a caller driving many envs in lock step waits for the slowest, not the sum.
+    concurrent: bool = False
     # Episode state that `_guard` reads; each backend sets these in __init__ / reset / step.
     task: Task | None
     done: bool

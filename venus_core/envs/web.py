@@ -87,6 +87,7 @@ class WebEnv(Env):
 
     name = "web"
     platform = "web"
+    concurrent = True  # each env is its own browser context; BrowserHost.call is thread-safe
 
     def __init__(self, *, size: tuple[int, int] = (1280, 720), scale: float = 1.0,
                  screen: tuple[int, int] | None = None, wait_s: float = 1.0,

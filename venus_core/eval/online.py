@@ -10,7 +10,9 @@ Choices the paper leaves open, made here: an answer that does not parse, or an a
 cannot perform (`UnsupportedAction`), is an *invalid step*: nothing is executed, the step counts
 toward the limit, it is not added to the history, and it is reported (invalid-step rate). Several
 environments run in lock step so that the model answers one batch per round (one query per live
-episode); episodes and their results keep the task order.
+episode); episodes and their results keep the task order. Environments whose work happens outside
+the interpreter (`Env.concurrent`: browser pages) execute a round's actions, resets and success
+checks at the same time, one thread per env; which env takes which task stays the same.
 
 Reported: task success rate (overall, per difficulty level and per app), invalid-step rate, the
 share of episodes cut by the step limit and mean steps of successful episodes. The embedded
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,37 +148,55 @@ def evaluate_online(
     queue = list(enumerate(tasks))
     running: dict[int, _Episode] = {}
     finished: dict[int, dict[str, Any]] = {}
+    pool = ThreadPoolExecutor(len(envs), thread_name_prefix="env") if len(envs) > 1 and all(
+        e.concurrent for e in envs) else None
 
-    def start(slot: int) -> None:
-        k = next((k for k, (_, task) in enumerate(queue) if fit(envs[slot], task)), None)
-        if k is None:  # nothing left that this env can run
-            return
-        index, task = queue.pop(k)
-        running[slot] = _Episode(index, task, envs[slot].reset(task))
+    def each(fn: Callable[[int], Any], slots: list[int]) -> list[Any]:
+        """fn(slot) for every slot, in slot order: at the same time on concurrent envs."""
+        return list(pool.map(fn, slots)) if pool is not None else [fn(slot) for slot in slots]
 
-    for slot in range(len(envs)):
-        if queue:
-            start(slot)
-    while running:
-        slots = sorted(running)
-        queries = []
+    def start(slots: list[int]) -> None:
+        """Give each slot (in order) the first queued task it fits, then reset those envs."""
+        assigned: dict[int, tuple[int, Task]] = {}
         for slot in slots:
-            ep = running[slot]
-            prompt = navigation_prompt(ep.task.goal, ep.history, envs[slot].platform)  # type: ignore[arg-type]
-            queries.append(Query(f"task-{ep.index}:{ep.step_count}", ep.obs.screenshot, prompt))
-        answers = predictor.predict(queries, max_new_tokens)
-        if len(answers) != len(queries):
-            raise RuntimeError(f"predictor {predictor.name!r} returned {len(answers)} answers for {len(queries)} queries")
-        for slot, answer in zip(slots, answers, strict=True):
-            ep = running[slot]
-            _advance(envs[slot], ep, answer, keep_frames=ep.index < frames_episodes)
-            if ep.done:
-                finished[ep.index] = _result(ep, envs[slot])
-                del running[slot]
-                if progress is not None:
-                    progress(len(finished), len(tasks))
-                if queue:
-                    start(slot)
+            k = next((k for k, (_, task) in enumerate(queue) if fit(envs[slot], task)), None)
+            if k is not None:  # else nothing left that this env can run
+                assigned[slot] = queue.pop(k)
+        observations = each(lambda slot: envs[slot].reset(assigned[slot][1]), list(assigned))
+        for (slot, (index, task)), obs in zip(assigned.items(), observations, strict=True):
+            running[slot] = _Episode(index, task, obs)
+
+    def advance(slot: int, answer: str) -> dict[str, Any] | None:
+        ep = running[slot]
+        _advance(envs[slot], ep, answer, keep_frames=ep.index < frames_episodes)
+        return _result(ep, envs[slot]) if ep.done else None
+
+    try:
+        start(list(range(len(envs))))
+        while running:  # one round: a batch of answers, one action per running env
+            slots = sorted(running)
+            queries = []
+            for slot in slots:
+                ep = running[slot]
+                prompt = navigation_prompt(ep.task.goal, ep.history, envs[slot].platform)  # type: ignore[arg-type]
+                queries.append(Query(f"task-{ep.index}:{ep.step_count}", ep.obs.screenshot, prompt))
+            answers = predictor.predict(queries, max_new_tokens)
+            if len(answers) != len(queries):
+                raise RuntimeError(f"predictor {predictor.name!r} returned {len(answers)} answers for "
+                                   f"{len(queries)} queries")
+            by_slot = dict(zip(slots, answers, strict=True))
+            ended = []
+            for slot, result in zip(slots, each(lambda slot: advance(slot, by_slot[slot]), slots), strict=True):
+                if result is not None:
+                    finished[running.pop(slot).index] = result
+                    ended.append(slot)
+                    if progress is not None:
+                        progress(len(finished), len(tasks))
+            if queue and ended:
+                start(ended)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
     samples = [finished[i] for i in range(len(tasks))]
     settings: dict[str, Any] = {"target": target, "envs": len(envs), "max_new_tokens": max_new_tokens,
                                 "backend": type(predictor).__name__, "simulated": any(getattr(e, "simulated", False)

@@ -17,6 +17,7 @@ runs (not simulated) but MiniWoB is not UI-Venus's web benchmark; the result car
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -80,17 +81,24 @@ def parse_miniwob_target(text: str) -> MiniWobTarget:
 
 def miniwob_tasks(target: MiniWobTarget, env: Env | None = None) -> list[Task]:
     """The target's tasks in order; goals are read from the generated pages (on `env`, or on a
-    temporary env in the shared browser)."""
+    temporary env in the shared browser, once per process and target: a page's goal depends only
+    on its task and seed, and generating 32 pages costs ~7 s, which an evaluation of several
+    models on the same target would otherwise pay per model)."""
+    if env is None:
+        return list(_miniwob_tasks(target))
+    return [env.make_task(target.tasks[i % len(target.tasks)], target.seed + i,  # type: ignore[attr-defined]
+                          max_steps=target.max_steps) for i in range(target.episodes)]
+
+
+@functools.lru_cache(maxsize=8)
+def _miniwob_tasks(target: MiniWobTarget) -> tuple[Task, ...]:
     from venus_core.envs.miniwob import MiniWobEnv
 
-    own = env is None
-    page = MiniWobEnv(scale=target.scale, episode_ms=target.episode_ms) if env is None else env
+    page = MiniWobEnv(scale=target.scale, episode_ms=target.episode_ms)
     try:
-        return [page.make_task(target.tasks[i % len(target.tasks)], target.seed + i,  # type: ignore[attr-defined]
-                               max_steps=target.max_steps) for i in range(target.episodes)]
+        return tuple(miniwob_tasks(target, page))
     finally:
-        if own:
-            page.close()
+        page.close()
 
 
 def miniwob_envs(target: MiniWobTarget) -> list[Env]:
