@@ -61,7 +61,7 @@ def test_mid_train_fetches_an_s3_base_and_interpolates_toward_it(s3_base: str, g
     for name in ("model.safetensors", "config.json", "SHA256SUMS"):
         assert (cached / name).read_bytes() == (BOOTSTRAP_DIR / name).read_bytes()
     report = json.loads((out / "report.json").read_text())
-    assert report["base"] == s3_base and report["wise_ft"]["base"] == str(cached)
+    assert report["base"] == s3_base and report["wise_ft"]["base"] == str(out / "checkpoints" / "start")
     assert (out / "model" / "SHA256SUMS").is_file()
     assert "9 file(s) downloaded" in capsys.readouterr().err
     # a second job on the same machine downloads nothing

@@ -73,8 +73,9 @@ class MidTrainSpec(Section):
     eval_every: int = Field(100, ge=1, description="held-out evaluation every N steps")
     seed: int = Field(0, description="training seed")
     wise_ft: float = Field(
-        1.0, gt=0, le=1, description="publish base + wise_ft x (trained - base): WiSE-FT weight-space "
-        "interpolation toward model.base (Wortsman et al. 2022; a task-arithmetic merge on disk, "
+        1.0, gt=0, le=1, description="publish start + wise_ft x (trained - start): WiSE-FT weight-space "
+        "interpolation toward the weights training started from (model.base as loaded, saved by the job "
+        "as CHECKPOINTS/start; Wortsman et al. 2022; a task-arithmetic merge on disk, "
         "venus_core.merge.wise_ft). The trained weights stay beside in trained/, the report holds both "
         "models' held-out rates; 1 = publish the trained weights as they are")
     instruction_head: InstructionHeadSpec = Field(
@@ -279,7 +280,8 @@ class OnlineRLSpec(Section):
     web_tasks: list[str] = Field(default_factory=lambda: ["click-button", "click-link", "click-dialog"],
                                  description="MiniWoB++ task names of the web pool")
     device_service: Literal["local", "gateway"] = Field(
-        "gateway", description="sim phones in process (local) or leased through the device gateway over ADB")
+        "gateway", description="envs in process (local: sim phones, browser contexts) or leased through the "
+        "device gateway (sim phones over ADB, browsers over CDP)")
     temperature: float = Field(1.0, gt=0, description="rollout sampling temperature (log-probs use the same)")
     max_new_tokens: int = Field(96, ge=1, description="completion length limit per step")
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range of the token ratio")

@@ -35,6 +35,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--hide-scrollbars", "--mute-audio")
+CONNECT_TIMEOUT_S = 30.0
+"""Longest wait for a CDP connection to a running browser (through the device gateway)."""
 CALL_TIMEOUT_S = 180.0
 """Longest wait for one browser call: generous, a starved machine (nice 19 under load) is slow."""
 
@@ -53,10 +55,15 @@ class BrowserHost:
     _shared: BrowserHost | None = None
     _shared_lock = threading.Lock()
 
-    def __init__(self, *, executable: str | None = None, headless: bool = True) -> None:
+    def __init__(self, *, executable: str | None = None, headless: bool = True, cdp: str | None = None) -> None:
+        """Launch a private headless Chromium, or with `cdp` (e.g. `http://127.0.0.1:PORT`, a port
+        the device SDK forwards to a leased browser) connect to a running one over the DevTools
+        protocol (`connect`); closing such a host disconnects and closes the contexts it opened,
+        the browser itself keeps running for its next lease."""
         from playwright.async_api import async_playwright
 
-        self.executable = executable or chromium_path()
+        self.cdp = cdp
+        self.executable = "" if cdp else (executable or chromium_path())
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="venus-browser",
                                        daemon=True)
@@ -67,9 +74,11 @@ class BrowserHost:
         async def start() -> tuple[Any, Any]:
             pw = await async_playwright().start()
             try:
-                # launch() gives the browser a fresh temporary profile (--user-data-dir)
-                browser = await pw.chromium.launch(executable_path=self.executable,
-                                                   headless=headless, args=list(CHROMIUM_FLAGS))
+                if cdp:
+                    browser = await pw.chromium.connect_over_cdp(cdp, timeout=CONNECT_TIMEOUT_S * 1000)
+                else:  # launch() gives the browser a fresh temporary profile (--user-data-dir)
+                    browser = await pw.chromium.launch(executable_path=self.executable,
+                                                       headless=headless, args=list(CHROMIUM_FLAGS))
             except BaseException:
                 await pw.stop()
                 raise
@@ -79,7 +88,16 @@ class BrowserHost:
             self.playwright, self.browser = self.call(start())
         except BaseException as exc:
             self._stop_loop()
-            raise EnvError(f"cannot start Chromium ({self.executable}): {exc}") from exc
+            what = f"connect to Chromium over CDP at {cdp}" if cdp else f"start Chromium ({self.executable})"
+            raise EnvError(f"cannot {what}: {exc}") from exc
+
+    @classmethod
+    def connect(cls, cdp: str) -> BrowserHost:
+        """A host of its own on the running browser at `cdp`, held by one user: `release` (the
+        env's close) disconnects it."""
+        host = cls(cdp=cdp)
+        host.users = 1
+        return host
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S) -> T:
         """Run `coro` on the browser loop and return its result (raises its exception)."""

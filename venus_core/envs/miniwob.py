@@ -7,7 +7,9 @@ WebEnv drives the same pages through Playwright so that web tasks share the unif
 and the browser pool of every other web workload.
 
 Episode protocol (as miniwob's `SeleniumInstance.begin_task`): load `html/miniwob/<task>.html`
-from the installed package (file://, no server needed), `Math.seedrandom(seed)`, set
+from the installed package (file://, no server needed; a browser reached over CDP, which cannot
+read this machine's files, loads it from a virtual origin whose requests Playwright routes to this
+process, which answers from the same directory), `Math.seedrandom(seed)`, set
 `core.EPISODE_MAX_TIME`, `core.startEpisodeReal()`; the sync cover that MiniWoB shows after an
 episode no longer restarts one when clicked (an ended episode stays ended within a step). The
 instruction is the page's own utterance (`core.getUtterance()`, the text of #query). The episode
@@ -39,6 +41,7 @@ import importlib.util
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from PIL import Image
 
@@ -48,6 +51,7 @@ from venus_core.envs.browser import BrowserHost
 from venus_core.envs.web import WebEnv
 
 PREFIX = "miniwob:"
+SERVED_ORIGIN = "http://miniwob.venus.invalid"  # never resolved: every request to it is routed
 TASK_SIZE = (160, 210)
 WINDOW_SIZE = (500, 320)
 DEFAULT_EPISODE_MS = 600_000
@@ -98,11 +102,25 @@ def task_names() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in (html_dir() / "miniwob").glob("*.html")))
 
 
-def task_url(name: str) -> str:
+def task_url(name: str, *, served: bool = False) -> str:
+    """The task's page: a file:// URL of the installed package, or (`served`) its URL under the
+    virtual origin that `_serve_html` answers (for a browser on another machine)."""
     if name not in task_names():
         raise EnvError(f"unknown MiniWoB task {name!r} ({len(task_names())} known, e.g. "
                        f"{', '.join(task_names()[:5])})")
+    if served:
+        return f"{SERVED_ORIGIN}/miniwob/{name}.html"
     return (html_dir() / "miniwob" / f"{name}.html").as_uri()
+
+
+async def _serve_html(route: Any) -> None:
+    """Answer a request for the virtual origin with the file of html_dir() it names (404 outside it)."""
+    root = html_dir().resolve()
+    path = (root / unquote(urlsplit(route.request.url).path).lstrip("/")).resolve()
+    if path.is_relative_to(root) and path.is_file():
+        await route.fulfill(path=str(path))
+    else:
+        await route.fulfill(status=404, body="not a MiniWoB++ file")
 
 
 def parse_ref(ref: str) -> tuple[str, int]:
@@ -124,7 +142,7 @@ class MiniWobEnv(WebEnv):
 
     def __init__(self, *, scale: float = 2.0, episode_ms: int = DEFAULT_EPISODE_MS,
                  success_reward: float = 1.0, wait_s: float = 0.5, long_press_ms: int = 600,
-                 settle_ms: int = 0, host: BrowserHost | None = None) -> None:
+                 settle_ms: int = 0, host: BrowserHost | None = None, cdp: str | None = None) -> None:
         if episode_ms < 1000:
             raise ValueError(f"MiniWobEnv.episode_ms: {episode_ms} is under 1000 ms")
         self.episode_ms = episode_ms
@@ -132,11 +150,20 @@ class MiniWobEnv(WebEnv):
         self.state: dict[str, Any] | None = None
         self.fresh: tuple[str, int] | None = None  # (task, seed) just generated, not yet acted on
         super().__init__(size=WINDOW_SIZE, screen=TASK_SIZE, scale=scale, wait_s=wait_s, long_press_ms=long_press_ms,
-                         settle_ms=settle_ms, host=host)
+                         settle_ms=settle_ms, host=host, cdp=cdp)
+        # A browser on another machine (cdp) cannot read this package's files: its pages come from
+        # a virtual origin whose requests this process answers from html_dir() (Playwright routing).
+        self.served = cdp is not None
+        if self.served:
+            try:
+                self.host.call(self.context.route(f"{SERVED_ORIGIN}/**", _serve_html))
+            except BaseException:
+                self.close()
+                raise
 
     # -- tasks ---------------------------------------------------------------------------------
     async def _start(self, name: str, seed: int) -> str:
-        await self.page.goto(task_url(name), wait_until="load")
+        await self.page.goto(task_url(name, served=self.served), wait_until="load")
         await self.page.evaluate(_START_JS, [seed, self.episode_ms])
         await self.page.wait_for_function("() => WOB_TASK_READY === true", timeout=READY_TIMEOUT_MS,
                                         polling=20)

@@ -6,7 +6,9 @@ Playwright's mouse / keyboard input at CSS-pixel coordinates (x·W/1000 of the s
 the browser receives real input events (hover states, focus, drag handlers, wheel scrolling)
 exactly as from a user, never synthetic DOM calls. The screen is the viewport, or its top-left
 `screen` region (MiniWoB lays pages out in a 500x320 window and crops the task area). Each env
-owns one isolated browser context in the process-wide shared Chromium (`browser.BrowserHost`).
+owns one isolated browser context in the process-wide shared Chromium (`browser.BrowserHost`),
+or, with `cdp=`, in a running Chromium reached over the DevTools protocol (a browser leased
+through the device gateway: `rl.online.devices.BrowserFarm`, the cluster's browser pods).
 
 Mapping (platform "web"):
 Click / DoubleClick / Hover -> mouse.click / dblclick / move at the point; LongPress -> mouse
@@ -92,7 +94,7 @@ class WebEnv(Env):
     def __init__(self, *, size: tuple[int, int] = (1280, 720), scale: float = 1.0,
                  screen: tuple[int, int] | None = None, wait_s: float = 1.0,
                  long_press_ms: int = 600, settle_ms: int = 0,
-                 host: BrowserHost | None = None) -> None:
+                 host: BrowserHost | None = None, cdp: str | None = None) -> None:
         if size[0] < 16 or size[1] < 16:
             raise ValueError(f"WebEnv.size: {size} is too small (at least 16x16 CSS pixels)")
         screen = screen or size
@@ -108,8 +110,10 @@ class WebEnv(Env):
         self.wait_s = wait_s
         self.long_press_ms = long_press_ms
         self.settle_ms = settle_ms
-        self.owns_host = host is None
-        self.host = host or BrowserHost.acquire()
+        if host is not None and cdp is not None:
+            raise ValueError("WebEnv: give host or cdp, not both")
+        self.owns_host = host is None  # the shared host (released on close) or a CDP host of its own
+        self.host = host or (BrowserHost.connect(cdp) if cdp else BrowserHost.acquire())
         self.closed = False
         self.task: Task | None = None
         self.steps = 0

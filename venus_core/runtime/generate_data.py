@@ -8,9 +8,9 @@ Rounds of seed expansion -> uniqueness -> feasibility -> execution on leased dev
 or in process), with `online_rl.call_timeout_s` and its fault handling; uniqueness uses
 `online_rl.task_pool`'s threshold and scope, against its held-out tasks at the flywheel's levels.
 With `flywheel.env: miniwob` the tasks are MiniWoB++ pages (`flywheel.web_tasks`, default every
-task with a DOM oracle) played in online RL's web envs: browser contexts in process, one shared
-headless Chromium (browsers are not leased through the gateway yet, as in online RL); the
-held-out tasks are online RL's web ones. The policy is `--model` (default: the spec's
+task with a DOM oracle) played in online RL's web envs (`online_rl.web_source`: browsers leased
+through the gateway and driven over CDP, or with `device_service: local` browser contexts of one
+Chromium in process); the held-out tasks are online RL's web ones. The policy is `--model` (default: the spec's
 `model.base`, e.g. the shipped bootstrap), or `flywheel.policy_server`, or the scripted oracle
 (`flywheel.policy: oracle`: the synthetic world's planner, or MiniWoB++'s DOM oracles). The judge, when asked for
 (`flywheel.judge` or `verifier: judge`), is `scoring.judge` (an MLLM backend), cached in
@@ -106,8 +106,8 @@ def _sim_phone(stack: ExitStack, spec: AgentSpec, seeds_path: str | None) -> tup
 def _miniwob(stack: ExitStack, spec: AgentSpec, seeds_path: str | None) -> tuple[Any, list[Any], list[Any], Any,
                                                                                   dict[str, Any]]:
     """(space, seeds, held-out tasks, env source, report fields) on MiniWoB++ pages: one page of its own
-    generates the candidates; the rollouts run in online RL's web envs (browser contexts in process,
-    not leased through the gateway yet)."""
+    generates the candidates; the rollouts run in online RL's web envs (`online_rl.web_source`: leased
+    browsers over CDP, or browser contexts in process)."""
     from venus_core.envs import MiniWobEnv
     from venus_core.envs.miniwob_oracle import SOLVERS
     from venus_core.flywheel.seeds import load_seeds, pool_seeds
@@ -124,11 +124,13 @@ def _miniwob(stack: ExitStack, spec: AgentSpec, seeds_path: str | None) -> tuple
     for seed in seeds:
         space.check_seed(seed)
     held = space.held_out(o.web_tasks, o.task_pool.held_out) if o.task_pool.held_out else []
-    source = web_source()
+    source = web_source(stack, o, CLIENT, f.devices)
     stack.callback(source.close)
+    devices = ("MiniWoB++ browser contexts in process" if o.device_service == "local" else
+               "browsers leased through the device gateway, driven over CDP")
     return space, seeds, held, source, {"web": {
         "tasks": list(space.tasks), "expected_steps": dict(space.steps), "steps_assumed": list(space.assumed),
-        "devices": "MiniWoB++ browser contexts in process (browsers are not leased through the gateway yet)"}}
+        "devices": devices}}
 
 
 def run(spec: AgentSpec, out: Path, *, model_dir: str | None = None, seeds_file: str | None = None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.tracking import TeeTracker, job_tracking
+
+WISE_FT_START = "start"  # under the checkpoint directory: the weights training started from (wise_ft < 1)
 
 if TYPE_CHECKING:
     from venus_core.config.spec import AgentSpec
@@ -94,7 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         limit = args.eval_limit if args.eval_limit is not None else spec.eval.held_out
         t0 = time.perf_counter()
         before = None
-        if env.is_main and not (resume and (ckpt_dir / "latest").is_file()):
+        fresh = not (resume and (ckpt_dir / "latest").is_file())
+        start_dir = ckpt_dir / WISE_FT_START
+        if env.is_main and spec.mid_train.wise_ft < 1.0 and fresh:
+            # the weights training starts from, written as the trained ones will be (same tensor
+            # names, dtype, tokenizer files): what the published model is interpolated toward
+            if start_dir.exists():
+                shutil.rmtree(start_dir)
+            save_model(model, processor, start_dir)
+        if env.is_main and fresh:
             from venus_core.train.evaluate import evaluate_held_out
 
             before = rates_to_dict(evaluate_held_out(model, processor, corpus.held_out, limit=limit))
@@ -111,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 save_model(model, processor, trained_dir)
         wise_ft = None
         if env.is_main and finished and alpha < 1.0:
-            wise_ft = _publish_wise_ft(spec, out, trained_dir, alpha, env.device, corpus, limit)
+            wise_ft = _publish_wise_ft(spec, out, start_dir, trained_dir, alpha, env.device, corpus, limit)
             tracker.log_metrics(rates_to_metrics(wise_ft["rates"], prefix="wise_ft/"), result.steps)
         if env.is_main and finished:
             after = rates_to_dict(result.rates)
@@ -166,18 +177,18 @@ def _local_base(spec: AgentSpec, env: DistEnv) -> AgentSpec:
     return local
 
 
-def _publish_wise_ft(spec: AgentSpec, out: Path, trained: Path, alpha: float, device: Any, corpus: Corpus,
-                     limit: int) -> dict[str, Any]:
-    """OUT/model = base + alpha * (trained - base), on disk; its held-out rates on the same samples
-    as the trained weights'."""
-    import shutil
-
+def _publish_wise_ft(spec: AgentSpec, out: Path, start: Path, trained: Path, alpha: float, device: Any,
+                     corpus: Corpus, limit: int) -> dict[str, Any]:
+    """OUT/model = start + alpha * (trained - start), on disk; its held-out rates on the same
+    samples as the trained weights'. `start`: the weights training started from, saved by this job
+    (a base from a hub differs from a saved checkpoint in dtype and tokenizer files); a run resumed
+    from checkpoints of a job that did not save them interpolates toward model.base itself."""
     from venus_core.merge.wise_ft import interpolate
     from venus_core.models.loading import load_model
     from venus_core.train.base import base_checkpoint_dir
     from venus_core.train.evaluate import evaluate_held_out
 
-    base = base_checkpoint_dir(spec.model, out)
+    base = start if (start / "SHA256SUMS").is_file() else base_checkpoint_dir(spec.model, out)
     published = out / "model"
     if published.exists():  # a resumed job's earlier output: written again from its trained weights
         shutil.rmtree(published)

@@ -8,8 +8,10 @@ Environments per domain: `mobile` plays synthetic-world tasks on simulated phone
 device service and driven over ADB through the gateway: from the lease registry at
 `$VENUS_DEVICE_REGISTRY` (a cluster's device pool, whose phones answer `venus-load`), else from a
 `SimPhoneFarm` this job starts on loopback (the laptop). `local` runs the phones in process. `web`
-plays MiniWoB++ tasks (`online_rl.web_tasks`) in headless Chromium contexts made in process
-(browsers are not leased through the gateway yet).
+plays MiniWoB++ tasks (`online_rl.web_tasks`) in headless Chromium: with `gateway`, browsers leased
+from the same registry (kind `web`, the cluster's browser pods) or from a `BrowserFarm` of Chromium
+processes started here, each driven over CDP through the gateway; with `local`, browser contexts
+of one Chromium in process.
 
 The held-out tasks (never sampled for training: seeds from 900000) are played greedily before and
 after training; the report has both success rates per bucket with 95 % Wilson intervals and
@@ -94,13 +96,27 @@ def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[A
         yield TaskPool(tasks, o.task_pool, seed=o.seed, held_out=held), source, held
 
 
-def web_source() -> Any:
-    """MiniWoB++ envs as an EnvSource: browser contexts made in process in the shared headless Chromium
-    (browsers are not leased through the gateway yet). Also the data flywheel's web devices."""
-    from venus_core.envs import MiniWobEnv
+def web_source(stack: ExitStack, o: Any, client: str, devices: int) -> Any:
+    """MiniWoB++ envs as an EnvSource, per `online_rl.device_service` (module docstring): browser
+    contexts in the process's shared headless Chromium (`local`), or browsers leased over CDP
+    through the gateway: from $VENUS_DEVICE_REGISTRY (the cluster's browser pods), else from a
+    BrowserFarm of `devices` Chromium processes started here (stopped by `stack`). Also the data
+    flywheel's web devices (`generate_data`)."""
     from venus_core.rl.online.devices import LocalEnvs
 
-    return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web")
+    if o.device_service == "local":
+        from venus_core.envs import MiniWobEnv
+
+        return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web")
+    from venus_core.rl.online.browsers import BrowserFarm, leased_miniwob
+
+    if os.environ.get(REGISTRY_ENV):
+        from venus_core.daas import DevicePool
+
+        return leased_miniwob(DevicePool(os.environ[REGISTRY_ENV], f"{client}-{os.getpid()}",
+                                         wait=o.call_timeout_s, io_timeout=o.call_timeout_s))
+    farm = stack.enter_context(BrowserFarm(devices, io_timeout=o.call_timeout_s))
+    return farm.env_source(client)
 
 
 def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
@@ -110,19 +126,26 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     from venus_core.rl.online.sources import miniwob_held_out_tasks
 
     o = spec.online_rl
-    page = stack.enter_context(MiniWobEnv(wait_s=0.0))
+    source = web_source(stack, o, "online-rl-web", o.devices)
+    # the pages that generate the tasks: a browser of the source's own (leased: the job's pod needs
+    # no Chromium of its own), or one context in the local browser
+    page = stack.enter_context(MiniWobEnv(wait_s=0.0)) if o.device_service == "local" else source.acquire()
 
     def make(name: str, seed: int) -> Any:
         return page.make_task(name, seed, max_steps=o.max_steps_per_episode)
 
     try:
-        steps = oracle_steps(page, o.web_tasks, o.max_steps_per_episode)
-    except ValueError as exc:
-        raise ValueError(f"online_rl.web_tasks: {exc}") from None
-    per_name = max(1, o.train_tasks // len(o.web_tasks))
-    tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=lambda t: steps[t.app or ""])
-    held = miniwob_held_out_tasks(o.web_tasks, o.task_pool.held_out, make, steps)
-    return web_source(), tasks, held
+        try:
+            steps = oracle_steps(page, o.web_tasks, o.max_steps_per_episode)
+        except ValueError as exc:
+            raise ValueError(f"online_rl.web_tasks: {exc}") from None
+        per_name = max(1, o.train_tasks // len(o.web_tasks))
+        tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=lambda t: steps[t.app or ""])
+        held = miniwob_held_out_tasks(o.web_tasks, o.task_pool.held_out, make, steps)
+    finally:
+        if o.device_service != "local":
+            source.release(page)
+    return source, tasks, held
 
 
 def _by_bucket(result: Any) -> dict[str, Any]:

@@ -240,6 +240,24 @@ class LeasedEnvs:
             h.stack.close()
 
 
+def serve_on_loopback(specs: list[DeviceSpec], *, ttl: float, recheck_after: float
+                      ) -> tuple[TokenSigner, DeviceTable, GatewayThread, LeaseRegistry]:
+    """A device gateway and a lease registry on loopback for `specs` (the laptop's device service):
+    the registry probes each device's protocol before leasing it and revokes the gateway's tunnels
+    of every lease that ends. The caller stops both."""
+    signer = TokenSigner(secrets.token_bytes(32))
+    table = DeviceTable(specs)
+    gateway = GatewayThread(Gateway(table, signer)).start()
+    try:
+        registry = LeaseRegistry(specs, signer, [f"127.0.0.1:{gateway.port}"], ttl=ttl, probe=probe_device,
+                                 recheck_after=recheck_after, reap_interval=0.2).start()
+    except BaseException:
+        gateway.stop()
+        raise
+    registry.on_end.append(gateway.revoke)
+    return signer, table, gateway, registry
+
+
 @dataclass
 class SimPhoneFarm:
     """`n` simulated phones behind a local lease registry and gateway (module docstring)."""
@@ -271,13 +289,8 @@ class SimPhoneFarm:
                 srv = SimAdbServer(dev).start()
                 self.servers.append(srv)
                 specs.append(DeviceSpec(f"sim-{i}", "android", "local", "127.0.0.1", srv.port, labels=self.labels))
-            signer = self._signer = TokenSigner(secrets.token_bytes(32))
-            self._table = DeviceTable(specs)
-            self.gateway = GatewayThread(Gateway(self._table, signer)).start()
-            self.registry = LeaseRegistry(specs, signer, [f"127.0.0.1:{self.gateway.port}"], ttl=self.ttl,
-                                          probe=probe_device, recheck_after=self.recheck_after,
-                                          reap_interval=0.2).start()
-            self.registry.on_end.append(self.gateway.revoke)
+            self._signer, self._table, self.gateway, self.registry = serve_on_loopback(
+                specs, ttl=self.ttl, recheck_after=self.recheck_after)
             self.adb = AdbServerProcess().start()
         except BaseException:
             self.stop()
@@ -340,4 +353,4 @@ class SimPhoneFarm:
         self.stop()
 
 
-__all__ = ["EnvSource", "LeasedEnvs", "LocalEnvs", "SimPhoneFarm"]
+__all__ = ["EnvSource", "LeasedEnvs", "LocalEnvs", "SimPhoneFarm", "serve_on_loopback"]
