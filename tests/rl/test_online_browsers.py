@@ -9,7 +9,7 @@ import pytest
 from venus_core.actions import Click
 from venus_core.envs.miniwob import SERVED_ORIGIN
 from venus_core.envs.miniwob_collect import run_oracle
-from venus_core.rl.online.browsers import BrowserFarm
+from venus_core.rl.online.browsers import BrowserFarm, leased_miniwob
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def farm() -> BrowserFarm:
 
 
 def test_a_leased_browser_plays_a_page_over_cdp_through_the_gateway(farm: BrowserFarm) -> None:
-    source = farm.env_source("test")
+    source = leased_miniwob(farm.pool("test"))  # as against a browser pod: the pages served from here
     env = source.acquire()
     try:
         assert farm.leased() == 1
@@ -30,6 +30,13 @@ def test_a_leased_browser_plays_a_page_over_cdp_through_the_gateway(farm: Browse
         assert peer in {"browser-0", "browser-1"}
     finally:
         source.release(env)
+    # a healthy browser stays leased for the job's next episode, the same env handed out again
+    assert farm.leased() == 1 and source.stats["kept"] == 1 and source.outstanding == 0
+    again = source.acquire()
+    assert again is env and source.stats["reused"] == 1 and source.stats["leased"] == 1
+    again.reset(again.make_task("click-test", 11, max_steps=3))
+    source.release(again)
+    source.close()
     assert farm.leased() == 0 and source.stats["leased"] == source.stats["released"] == 1
 
 
@@ -38,6 +45,7 @@ def test_a_browser_killed_mid_episode_is_quarantined_and_another_leased(farm: Br
     env = source.acquire()
     task = env.make_task("click-test", 8, max_steps=3)
     env.reset(task)
+    assert env.page.url.startswith("file://")  # the farm's browsers read the package's files themselves
     dead = env.lease.grant.device
     farm.kill(int(dead.rsplit("-", 1)[1]))
     with pytest.raises(Exception):  # noqa: B017 - whatever Playwright raises for a browser that is gone
@@ -52,4 +60,5 @@ def test_a_browser_killed_mid_episode_is_quarantined_and_another_leased(farm: Br
         again.reset(again.make_task("click-test", 9, max_steps=3))
     finally:
         source.release(again)
-    assert farm.leased() == 0
+        source.close()
+    assert farm.leased() == 0 and source.stats["leased"] == source.stats["released"] == 2

@@ -282,6 +282,9 @@ class OnlineRLSpec(Section):
     device_service: Literal["local", "gateway"] = Field(
         "gateway", description="envs in process (local: sim phones, browser contexts) or leased through the "
         "device gateway (sim phones over ADB, browsers over CDP)")
+    web_device_service: Literal["local", "gateway"] | None = Field(
+        None, description="the web domain's browsers, when they should differ from device_service (null: "
+        "device_service)")
     temperature: float = Field(1.0, gt=0, description="rollout sampling temperature (log-probs use the same)")
     max_new_tokens: int = Field(96, ge=1, description="completion length limit per step")
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range of the token ratio")

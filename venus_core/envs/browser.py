@@ -55,15 +55,10 @@ class BrowserHost:
     _shared: BrowserHost | None = None
     _shared_lock = threading.Lock()
 
-    def __init__(self, *, executable: str | None = None, headless: bool = True, cdp: str | None = None) -> None:
-        """Launch a private headless Chromium, or with `cdp` (e.g. `http://127.0.0.1:PORT`, a port
-        the device SDK forwards to a leased browser) connect to a running one over the DevTools
-        protocol (`connect`); closing such a host disconnects and closes the contexts it opened,
-        the browser itself keeps running for its next lease."""
+    def __init__(self, *, executable: str | None = None, headless: bool = True) -> None:
         from playwright.async_api import async_playwright
 
-        self.cdp = cdp
-        self.executable = "" if cdp else (executable or chromium_path())
+        self.executable = executable or chromium_path()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="venus-browser",
                                        daemon=True)
@@ -74,11 +69,9 @@ class BrowserHost:
         async def start() -> tuple[Any, Any]:
             pw = await async_playwright().start()
             try:
-                if cdp:
-                    browser = await pw.chromium.connect_over_cdp(cdp, timeout=CONNECT_TIMEOUT_S * 1000)
-                else:  # launch() gives the browser a fresh temporary profile (--user-data-dir)
-                    browser = await pw.chromium.launch(executable_path=self.executable,
-                                                       headless=headless, args=list(CHROMIUM_FLAGS))
+                # launch() gives the browser a fresh temporary profile (--user-data-dir)
+                browser = await pw.chromium.launch(executable_path=self.executable,
+                                                   headless=headless, args=list(CHROMIUM_FLAGS))
             except BaseException:
                 await pw.stop()
                 raise
@@ -88,31 +81,11 @@ class BrowserHost:
             self.playwright, self.browser = self.call(start())
         except BaseException as exc:
             self._stop_loop()
-            what = f"connect to Chromium over CDP at {cdp}" if cdp else f"start Chromium ({self.executable})"
-            raise EnvError(f"cannot {what}: {exc}") from exc
-
-    @classmethod
-    def connect(cls, cdp: str) -> BrowserHost:
-        """A host of its own on the running browser at `cdp`, held by one user: `release` (the
-        env's close) disconnects it."""
-        host = cls(cdp=cdp)
-        host.users = 1
-        return host
+            raise EnvError(f"cannot start Chromium ({self.executable}): {exc}") from exc
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S) -> T:
         """Run `coro` on the browser loop and return its result (raises its exception)."""
-        if threading.current_thread() is self.thread:
-            coro.close()
-            raise EnvError("BrowserHost.call from the browser thread would deadlock")
-        if self.loop.is_closed() or not self.thread.is_alive():
-            coro.close()
-            raise EnvError("the browser host is closed")
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            future.cancel()
-            raise EnvError(f"browser call did not finish within {timeout:g} s") from None
+        return _run_on(self.loop, self.thread, coro, timeout)
 
     @property
     def alive(self) -> bool:
@@ -161,3 +134,110 @@ class BrowserHost:
         self.thread.join(timeout=10)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+def _run_on(loop: asyncio.AbstractEventLoop, thread: threading.Thread, coro: Coroutine[Any, Any, T],
+            timeout: float) -> T:
+    """Run `coro` on `loop` (driven by `thread`) from another thread and return its result."""
+    if threading.current_thread() is thread:
+        coro.close()
+        raise EnvError("a browser call from the browser thread would deadlock")
+    if loop.is_closed() or not thread.is_alive():
+        coro.close()
+        raise EnvError("the browser host is closed")
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return future.result(timeout)
+    except FutureTimeout:
+        future.cancel()
+        raise EnvError(f"browser call did not finish within {timeout:g} s") from None
+
+
+class _Driver:
+    """One Playwright driver (its node process) on an asyncio loop thread, shared by every CDP
+    connection of the process: started with the first, stopped with the last (a driver per
+    connection cost ~1 CPU-s per leased browser, and a rollout leases one per env per step)."""
+
+    _shared: _Driver | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        from playwright.async_api import async_playwright
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="venus-cdp", daemon=True)
+        self.thread.start()
+        self.users = 0
+
+        async def start() -> Any:
+            return await async_playwright().start()
+
+        try:
+            self.playwright = _run_on(self.loop, self.thread, start(), CALL_TIMEOUT_S)
+        except BaseException as exc:
+            self._stop_loop()
+            raise EnvError(f"cannot start the Playwright driver: {exc}") from exc
+
+    @classmethod
+    def acquire(cls) -> _Driver:
+        with cls._lock:
+            if cls._shared is None or not cls._shared.thread.is_alive():
+                cls._shared = _Driver()
+            cls._shared.users += 1
+            return cls._shared
+
+    def release(self) -> None:
+        with _Driver._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if _Driver._shared is self:
+                _Driver._shared = None
+        try:
+            _run_on(self.loop, self.thread, self.playwright.stop(), 20)
+        except Exception:  # noqa: BLE001 - the loop must stop even when the driver is gone
+            pass
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class CdpBrowser:
+    """A running Chromium reached over the DevTools protocol at `cdp` (e.g. `http://127.0.0.1:PORT`,
+    the port the device SDK forwards to a leased browser), through the process's shared Playwright
+    driver; the `BrowserHost` interface a `WebEnv` uses. `release` disconnects (closing the contexts
+    opened through it); the browser keeps running for its next lease."""
+
+    def __init__(self, cdp: str) -> None:
+        self.cdp = cdp
+        self.closed = False
+        self.driver = _Driver.acquire()
+        try:
+            self.browser = self.call(self.driver.playwright.chromium.connect_over_cdp(
+                cdp, timeout=CONNECT_TIMEOUT_S * 1000), timeout=CONNECT_TIMEOUT_S + 5)
+        except BaseException as exc:
+            self.closed = True
+            self.driver.release()
+            raise EnvError(f"cannot connect to Chromium over CDP at {cdp}: {exc}") from exc
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S) -> T:
+        return _run_on(self.driver.loop, self.driver.thread, coro, timeout)
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed and self.browser.is_connected()
+
+    def release(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.call(self.browser.close(), timeout=20)
+        except Exception:  # noqa: BLE001 - a browser that is gone: nothing left to disconnect
+            pass
+        finally:
+            self.driver.release()

@@ -56,7 +56,7 @@ from venus_core.actions.space import (
     Type,
 )
 from venus_core.envs.base import Env, EnvError, Observation, Task, UnsupportedAction
-from venus_core.envs.browser import CALL_TIMEOUT_S, BrowserHost
+from venus_core.envs.browser import CALL_TIMEOUT_S, BrowserHost, CdpBrowser
 
 SUPPORTED = frozenset({"Click", "DoubleClick", "Hover", "LongPress", "Drag", "Scroll", "Type",
                        "Hotkey", "PressEnter", "Launch", "Wait", "Finished", "CallUser"})
@@ -113,7 +113,7 @@ class WebEnv(Env):
         if host is not None and cdp is not None:
             raise ValueError("WebEnv: give host or cdp, not both")
         self.owns_host = host is None  # the shared host (released on close) or a CDP host of its own
-        self.host = host or (BrowserHost.connect(cdp) if cdp else BrowserHost.acquire())
+        self.host: BrowserHost | CdpBrowser = host or (CdpBrowser(cdp) if cdp else BrowserHost.acquire())
         self.closed = False
         self.task: Task | None = None
         self.steps = 0

@@ -8,10 +8,10 @@ Environments per domain: `mobile` plays synthetic-world tasks on simulated phone
 device service and driven over ADB through the gateway: from the lease registry at
 `$VENUS_DEVICE_REGISTRY` (a cluster's device pool, whose phones answer `venus-load`), else from a
 `SimPhoneFarm` this job starts on loopback (the laptop). `local` runs the phones in process. `web`
-plays MiniWoB++ tasks (`online_rl.web_tasks`) in headless Chromium: with `gateway`, browsers leased
-from the same registry (kind `web`, the cluster's browser pods) or from a `BrowserFarm` of Chromium
-processes started here, each driven over CDP through the gateway; with `local`, browser contexts
-of one Chromium in process.
+plays MiniWoB++ tasks (`online_rl.web_tasks`) in headless Chromium: with `gateway` (or
+`web_device_service: gateway`), browsers leased from the same registry (kind `web`, the cluster's
+browser pods) or from a `BrowserFarm` of Chromium processes started here, each driven over CDP
+through the gateway; with `local`, browser contexts of one Chromium in process.
 
 The held-out tasks (never sampled for training: seeds from 900000) are played greedily before and
 after training; the report has both success rates per bucket with 95 % Wilson intervals and
@@ -96,15 +96,20 @@ def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[A
         yield TaskPool(tasks, o.task_pool, seed=o.seed, held_out=held), source, held
 
 
+def web_service(o: Any) -> str:
+    """Where the web domain's browsers come from: `online_rl.web_device_service`, else `device_service`."""
+    return o.web_device_service or o.device_service
+
+
 def web_source(stack: ExitStack, o: Any, client: str, devices: int) -> Any:
-    """MiniWoB++ envs as an EnvSource, per `online_rl.device_service` (module docstring): browser
+    """MiniWoB++ envs as an EnvSource, per `web_service(o)` (module docstring): browser
     contexts in the process's shared headless Chromium (`local`), or browsers leased over CDP
     through the gateway: from $VENUS_DEVICE_REGISTRY (the cluster's browser pods), else from a
     BrowserFarm of `devices` Chromium processes started here (stopped by `stack`). Also the data
     flywheel's web devices (`generate_data`)."""
     from venus_core.rl.online.devices import LocalEnvs
 
-    if o.device_service == "local":
+    if web_service(o) == "local":
         from venus_core.envs import MiniWobEnv
 
         return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web")
@@ -129,7 +134,8 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     source = web_source(stack, o, "online-rl-web", o.devices)
     # the pages that generate the tasks: a browser of the source's own (leased: the job's pod needs
     # no Chromium of its own), or one context in the local browser
-    page = stack.enter_context(MiniWobEnv(wait_s=0.0)) if o.device_service == "local" else source.acquire()
+    local = web_service(o) == "local"
+    page = stack.enter_context(MiniWobEnv(wait_s=0.0)) if local else source.acquire()
 
     def make(name: str, seed: int) -> Any:
         return page.make_task(name, seed, max_steps=o.max_steps_per_episode)
@@ -143,7 +149,7 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
         tasks = miniwob_tasks(o.web_tasks, range(per_name), make, expected_steps=lambda t: steps[t.app or ""])
         held = miniwob_held_out_tasks(o.web_tasks, o.task_pool.held_out, make, steps)
     finally:
-        if o.device_service != "local":
+        if not local:
             source.release(page)
     return source, tasks, held
 

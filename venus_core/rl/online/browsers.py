@@ -9,10 +9,13 @@ lease -> gateway -> CDP, the path a rollout takes against the browser pods of
 leasing it; one reported broken is quarantined and probed again later, so a browser that died
 stays out and the rollout leases another.
 
-Each env opens its own browser context in the leased browser and closes it on release, so the
-next lease starts from a clean browser. The MiniWoB++ pages are `file://` URLs of the `miniwob`
-package: a browser pod must hold the same package at the same path (the env-web image installs
-the project like the base image), which is not verified here.
+Each env opens its own browser context in the leased browser; a healthy env keeps its lease and
+context for the job's next episode (`LeasedEnvs(keep_idle=True)`: the CDP connection, context and
+page cost ~0.5 s, and a rollout takes its envs again at every step); on close the context is
+closed and the lease ends, so the next lease starts from a clean browser. The MiniWoB++ pages of
+a browser pod are served to it by this process (Playwright routing of a virtual origin,
+`MiniWobEnv(serve_pages=True)`): the pod needs no copy of the `miniwob` package; the farm's
+browsers run on this machine and load the package's files themselves.
 """
 
 from __future__ import annotations
@@ -114,7 +117,9 @@ class BrowserFarm:
         return DevicePool(self.registry, client_id, wait=self.io_timeout, io_timeout=self.io_timeout)
 
     def env_source(self, client_id: str = "online-rl") -> LeasedEnvs:
-        return leased_miniwob(self.pool(client_id))
+        """MiniWoB++ envs on this farm's browsers; they run on this machine, so they load the pages
+        from the package's files (a remote browser pod gets them served: `leased_miniwob`)."""
+        return leased_miniwob(self.pool(client_id), serve_pages=False)
 
     def leased(self) -> int:
         return int(self.registry.status()["leased"]) if self.registry is not None else 0
@@ -138,12 +143,14 @@ class BrowserFarm:
         self.stop()
 
 
-def leased_miniwob(pool: DevicePool) -> LeasedEnvs:
-    """MiniWoB++ envs, each on a browser leased from `pool` and driven over CDP through the gateway."""
+def leased_miniwob(pool: DevicePool, *, serve_pages: bool = True) -> LeasedEnvs:
+    """MiniWoB++ envs, each on a browser leased from `pool` and driven over CDP through the gateway;
+    `serve_pages`: the pages are served to the browser from this process (a browser pod has no copy)."""
     from venus_core.envs import MiniWobEnv
 
-    return LeasedEnvs(pool, lambda port: MiniWobEnv(wait_s=0.0, cdp=f"http://127.0.0.1:{port}"),
-                      kind="web", platform="web")
+    return LeasedEnvs(pool, lambda port: MiniWobEnv(wait_s=0.0, cdp=f"http://127.0.0.1:{port}",
+                                                    serve_pages=serve_pages),
+                      kind="web", platform="web", keep_idle=True)
 
 
 __all__ = ["BrowserFarm", "ChromiumProcess", "leased_miniwob"]

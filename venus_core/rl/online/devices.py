@@ -165,6 +165,10 @@ class _OnLease(Env):
 class LeasedEnvs:
     """One env per device leased from `pool` (kind and labels as given), on a forwarded port.
 
+    `keep_idle`: an env given back healthy keeps its lease and is handed out again by the next
+    `acquire` (until `close`), for devices whose env is costly to open (a browser: CDP connection,
+    context, page ~0.5 s) and that a rollout would otherwise lease again at every step.
+
     `make(port)` builds the env on the local port that the SDK tunnels to the device. `adb`: the
     local adb server that `make`'s envs connect through (ADB devices); one that went away is started
     again before the next env is made (`stats["adb_restarts"]`), so a lost adb server costs the
@@ -172,18 +176,29 @@ class LeasedEnvs:
 
     def __init__(self, pool: DevicePool, make: Callable[[int], Env], *, kind: str = "android",
                  platform: str = "mobile", labels: dict[str, str] | None = None,
-                 adb: AdbServerProcess | None = None) -> None:
+                 adb: AdbServerProcess | None = None, keep_idle: bool = False) -> None:
         self.pool = pool
         self.make = make
         self.adb = adb
         self.kind = kind
         self.platform = platform
         self.labels = labels
+        self.keep_idle = keep_idle
         self.stats: Counter[str] = Counter()
         self._held: dict[int, _Held] = {}
+        self._idle: list[Env] = []
         self._lock = threading.Lock()
 
     def acquire(self) -> Env:
+        while True:  # a device kept from an earlier release (keep_idle), unless its lease was lost meanwhile
+            with self._lock:
+                env = self._idle.pop() if self._idle else None
+            if env is None:
+                break
+            if self._held[id(env)].lease.lost is None:
+                self.stats["reused"] += 1
+                return env
+            self.release(env, failed="lease lost while idle")
         stack = ExitStack()
         try:
             if self.adb is not None and self.adb.ensure():
@@ -203,6 +218,15 @@ class LeasedEnvs:
         return env
 
     def release(self, env: Env, *, failed: str | None = None) -> None:
+        """Give `env` back: broken (`failed`: reported, its lease ends) or healthy (its lease ends, or
+        with `keep_idle` the env and its lease are kept for the next `acquire` until `close`)."""
+        if failed is None and self.keep_idle:
+            with self._lock:
+                if id(env) not in self._held:
+                    raise ValueError("release: this env was not acquired from this source")
+                self._idle.append(env)
+            self.stats["kept"] += 1
+            return
         with self._lock:
             held = self._held.pop(id(env), None)
         if held is None:
@@ -226,7 +250,8 @@ class LeasedEnvs:
 
     @property
     def outstanding(self) -> int:
-        return len(self._held)
+        """Envs given out and not given back (kept idle ones are not outstanding)."""
+        return len(self._held) - len(self._idle)
 
     def leases(self) -> list[Lease]:
         """The leases of the envs out now."""
@@ -235,9 +260,10 @@ class LeasedEnvs:
 
     def close(self) -> None:
         with self._lock:
-            held, self._held = list(self._held.values()), {}
+            held, self._held, self._idle = list(self._held.values()), {}, []
         for h in held:
             h.stack.close()
+            self.stats["released"] += 1
 
 
 def serve_on_loopback(specs: list[DeviceSpec], *, ttl: float, recheck_after: float
