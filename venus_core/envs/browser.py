@@ -130,10 +130,15 @@ class BrowserHost:
         self._stop_loop()
 
     def _stop_loop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        if not self.thread.is_alive():
-            self.loop.close()
+        _stop_loop(self.loop, self.thread)
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Stop `loop`, wait for `thread` (which runs it) and close the loop once the thread has ended."""
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    if not thread.is_alive():
+        loop.close()
 
 
 def _run_on(loop: asyncio.AbstractEventLoop, thread: threading.Thread, coro: Coroutine[Any, Any, T],
@@ -200,10 +205,7 @@ class _Driver:
         self._stop_loop()
 
     def _stop_loop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        if not self.thread.is_alive():
-            self.loop.close()
+        _stop_loop(self.loop, self.thread)
 
 
 class CdpBrowser:

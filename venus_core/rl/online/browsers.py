@@ -20,6 +20,7 @@ browsers run on this machine and load the package's files themselves.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -44,12 +45,15 @@ class ChromiumProcess:
     profile: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="venus-chromium-")))
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
+    stopped: bool = False
 
     def start(self) -> Self:
         args = [chromium_path(), "--headless", *CHROMIUM_FLAGS, "--disable-dev-shm-usage",
                 f"--user-data-dir={self.profile}", "--remote-debugging-port=0", "about:blank"]
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        # its own session outlives this process on a kill: stopped at interpreter exit at the latest
+        atexit.register(self.stop)
         active = self.profile / "DevToolsActivePort"  # Chromium writes its port here once it listens
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -72,12 +76,22 @@ class ChromiumProcess:
             self.proc.wait(timeout=10)
 
     def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        atexit.unregister(self.stop)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.kill()
+                pass
+        if self.proc is not None:
+            try:  # its children (renderers, GPU process) too: they may still write into the profile
+                os.killpg(self.proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
