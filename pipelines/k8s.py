@@ -11,7 +11,8 @@ the pod label `venus.dev/gpu-type` (for quotas and cost attribution) while place
 (`NVIDIA-H100-80GB-HBM3`) do not match the short names users write (`H100`). Credentials only ever
 arrive as environment variables from Secrets (never as pipeline parameters, never in the spec):
 the storage Secret when artifacts live in S3 / MinIO, the tracking Secret when the spec names one,
-and for score_data (and generate_data when the flywheel judges) with the `openai` judge the Secret
+and for score_data (and generate_data when the flywheel judges, online_rl when `online_rl.success`
+asks for the judge) with the `openai` judge the Secret
 `scoring.api_key_secret` (key VENUS_JUDGE_API_KEY, which the judge client sends and the `vllm` judge
 server checks).
 The online_rl pods of a spec with a rollout server carry the label `venus.dev/rollout-client: "true"`:
@@ -96,7 +97,9 @@ def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
     if p.tracking_secret:
         kubernetes.use_secret_as_env(task, p.tracking_secret, TRACKING_KEYS, optional=True)
     judge, fw = spec.scoring, spec.flywheel
-    judged = (stage == "score_data" and judge.enabled) or (stage == "generate_data" and (fw.judge or fw.verifier == "judge"))
+    judged = ((stage == "score_data" and judge.enabled)
+              or (stage == "generate_data" and (fw.judge or fw.verifier == "judge"))
+              or (stage == "online_rl" and spec.online_rl.success != "rules"))
     if judged and judge.judge == "openai" and judge.api_key_secret:
         kubernetes.use_secret_as_env(task, judge.api_key_secret, JUDGE_KEYS)
     cache_base = bool(p.checkpoints_pvc) and loads_remote_base(stage, spec)

@@ -6,7 +6,6 @@ over HTTP) verifies where asked, with its agreement with the rules reported."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections import Counter
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from venus_core.rl.online.devices import SimPhoneFarm
 from venus_core.rl.online.policy import ScriptedPolicy
 from venus_core.rl.online.rollout import Completion, StepRequest
 from venus_core.scoring.judges import make_judge
-from venus_core.scoring.testing_server import Reply, ScriptedChatServer, judgement_reply
+from venus_core.scoring.testing_server import ScriptedChatServer, judge_by_goal_word
 
 needs_adb = pytest.mark.skipif(shutil.which("adb") is None, reason="Debian adb not installed")
 
@@ -100,14 +99,7 @@ def test_a_device_killed_mid_round_loses_only_its_trajectory_and_the_round_goes_
     assert row["verified"] == row["executed"] == 6 - row["lost"]  # the oracle succeeds on healthy devices
 
 
-def _judge_by_colour(request: dict[str, Any]) -> Reply:
-    """A judge that passes episodes whose goal names green, blue or red, and cannot be parsed on yellow."""
-    text = json.dumps(request["messages"])
-    goal = re.search(r"Click the (\w+) button", text)
-    colour = goal.group(1) if goal else ""
-    if colour == "yellow":
-        return Reply(content="I think it worked")
-    return judgement_reply(9, 9) if colour in ("green", "blue", "red") else judgement_reply(2, 3)
+_judge_by_colour = judge_by_goal_word({"green", "blue", "red"}, garbled={"yellow"})
 
 
 @pytest.mark.parametrize("verifier", ["auto", "judge"])

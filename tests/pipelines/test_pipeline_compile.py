@@ -136,6 +136,19 @@ def test_the_flywheel_option_runs_generate_data_before_score_data(tmp_path: Path
     assert not any(s["secretName"] == "venus-judge" for s in secrets)
 
 
+def test_online_rl_gets_the_judges_secret_only_when_the_judge_decides_success(tmp_path: Path) -> None:
+    """The 8B spec's online_rl uses `success: auto` (its openai judge for tasks no rule can check):
+    both online_rl pods get the judge's Secret; with `success: rules` they do not."""
+    assert load_spec(ROOT / "agents" / "ui-venus-1.5-8b").online_rl.success == "auto"
+    for success, mounted in (("auto", True), ("rules", False)):
+        ir = _compile(load_spec(ROOT / "agents" / "ui-venus-1.5-8b", [f"online_rl.success={success}"]), tmp_path)
+        executors = ir["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+        online = [v for k, v in executors.items() if k.startswith("exec-online-rl")]
+        assert len(online) == 2, sorted(executors)
+        for ex in online:
+            assert any(s["secretName"] == "venus-judge" for s in ex.get("secretAsEnv", [])) is mounted
+
+
 def test_ui_parameters_default_to_the_spec(compiled: dict[str, tuple[str, dict[str, Any]]]) -> None:
     params = compiled["ui-venus-1.5-8b"][1]["root"]["inputDefinitions"]["parameters"]
     assert params["mid_train_lr"]["defaultValue"] == 1e-5

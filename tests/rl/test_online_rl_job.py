@@ -12,6 +12,7 @@ import pytest
 from venus_core.config import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
+BOOTSTRAP = ROOT / "venus_core" / "models" / "assets" / "venus-tiny-bootstrap"
 SMALL = ["platform.tracking_uri=none", "online_rl.steps=2", "online_rl.tasks_per_step=2", "online_rl.group_size=2",
          "online_rl.devices=2", "online_rl.max_steps_per_episode=3", "online_rl.task_pool.held_out=2",
          "online_rl.task_pool.held_out_levels=[3]", "online_rl.levels=[3]", "online_rl.train_tasks=4",
@@ -199,6 +200,61 @@ def test_online_rl_job_stopped_and_resumed_from_its_checkpoint(tiny_dir: Path, t
     report = json.loads((out / "report.json").read_text())
     assert report["resumed_from_step"] == 1
     assert report["held_out"]["before"]["n"] == 2  # from the checkpoint, not played again
+
+
+@pytest.mark.parametrize("judge", ["up", "down"])
+def test_online_rl_job_with_the_mllm_judge_deciding_success(tmp_path: Path, judge: str) -> None:
+    """`online_rl.success=judge` through the data stage's OpenAI-compatible judge (a scripted server on
+    loopback): the report has the verdicts, their agreement with the rules and the judge's cost; with
+    the judge down (nothing listens) every episode that ran a step is lost and counted, the run ends
+    normally and the learner skips what has no verdict. The shipped bootstrap plays (a random model's
+    steps are all invalid: nothing to judge)."""
+    import socket
+
+    from venus_core.runtime.online_rl import main
+    from venus_core.scoring.testing_server import ScriptedChatServer, judgement_reply
+
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    with ScriptedChatServer(default=lambda r: judgement_reply(9, 9)) as server:
+        endpoint = server.base_url
+        if judge == "down":
+            with socket.socket() as s:  # a port nobody listens on
+                s.bind(("127.0.0.1", 0))
+                endpoint = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+        argv = ["--spec", str(ROOT / "agents" / "venus-tiny"), "--domain", "mobile", "--model", str(BOOTSTRAP),
+                "--out", str(out), "--checkpoints", str(ck), "--set", "online_rl.device_service=local",
+                "--set", "online_rl.success=judge", "--set", "scoring.judge=openai",
+                "--set", f"scoring.endpoint={endpoint}", "--set", "scoring.judge_model=judge",
+                "--set", "scoring.max_retries=0", "--set", "scoring.timeout_s=5"]
+        for s in [*SMALL, "online_rl.levels=[1]", "online_rl.task_pool.held_out_levels=[1]",
+                  "online_rl.kl.check_every=5"]:  # one-screen boards: the bootstrap's steps are short
+            argv += ["--set", s]
+        assert main(argv) == 0
+        calls = len(server.requests)
+    report = json.loads((out / "report.json").read_text())
+    success, rollouts = report["success"], report["rollouts"]
+    assert success["mode"] == "judge" and rollouts["episodes"] == 8
+    assert report["held_out"]["after"]["n"] == 2  # the held-out check stays on rules
+    if judge == "up":
+        assert success["judged"] == calls > 0 and success["judge_failures"] == 0
+        assert success["decided_by/judge"] == 8 and rollouts["lost"] == 0
+        agree = success["agreement"]
+        assert agree["n"] == 8 and agree["both_pass"] + agree["judge_only"] == success["judged"]
+        assert success["judge_cost"]["calls"] == calls
+        lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        assert any("judge/agreement" in x.get("metrics", {}) for x in lines)
+        assert (out / "judge_cache.sqlite").is_file()
+    else:
+        assert calls == 0 and success["judge_failures"] == success["no_verdict"] == success["judged"] > 0
+        assert rollouts["lost"] == rollouts["lost/judge"] == success["no_verdict"]
+        assert success["decided_by/judge"] == 8 - success["no_verdict"]
+
+
+def test_online_rl_success_judge_needs_an_mllm_judge() -> None:
+    spec = load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.success=auto", "scoring.judge=openai"])
+    assert spec.online_rl.success == "auto"
+    with pytest.raises(ValueError, match="online_rl.success=judge needs an MLLM judge, but scoring.judge is 'rules'"):
+        load_spec(ROOT / "agents" / "venus-tiny", ["online_rl.success=judge", "scoring.judge=rules"])
 
 
 def test_web_held_out_pages_do_not_knock_out_training_pages_of_the_same_goal() -> None:

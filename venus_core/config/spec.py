@@ -539,6 +539,15 @@ class AgentSpec(Section):
         return self
 
     @model_validator(mode="after")
+    def _online_success_judge(self) -> AgentSpec:
+        """`online_rl.success` judge / auto ask the data stage's MLLM judge (`scoring.judge`)."""
+        if self.online_rl.success != "rules" and self.scoring.judge == "rules":
+            raise ValueError(f"online_rl.success={self.online_rl.success} needs an MLLM judge, but scoring.judge is "
+                             "'rules' (the data validators, which cannot see whether a goal was reached); set "
+                             "scoring.judge=openai (with scoring.endpoint) or local, or online_rl.success=rules")
+        return self
+
+    @model_validator(mode="after")
     def _eval_workers(self) -> AgentSpec:
         """Each evaluation worker is a process with its own model: a CPU-only evaluate pod needs a core
         for each (more workers than cores only time-slice them)."""

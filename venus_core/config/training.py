@@ -307,7 +307,10 @@ class OnlineRLSpec(Section):
     reward: OnlineRewardSpec = Field(default_factory=OnlineRewardSpec, description="trajectory reward")
     kl: AdaptiveKLSpec = Field(default_factory=AdaptiveKLSpec, description="adaptive KL")
     entropy: EntropyScheduleSpec = Field(default_factory=EntropyScheduleSpec, description="annealed entropy bonus")
-    success: Literal["rules", "judge"] = Field("rules", description="success from system-state rules or an MLLM judge")
+    success: Literal["rules", "auto", "judge"] = Field(
+        "rules", description="who decides a training episode's success: rules (the env's state check), auto (the "
+                             "rule where the env has one, else the MLLM judge scoring.judge), judge (the judge; the "
+                             "rule is still read and the agreement reported); held-out checks stay on rules")
 
     @model_validator(mode="after")
     def _envs_when_enabled(self) -> OnlineRLSpec:

@@ -217,6 +217,10 @@ class AndroidEnv(Env):
         info.update(step=self.steps, terminated=terminated, truncated=truncated)
         return self.observe(), self.done, info
 
+    @property
+    def has_success_rule(self) -> bool:
+        return self.success_check is not None
+
     def is_successful(self) -> bool:
         if self.task is None:
             raise EnvError(f"{self.name}: is_successful before reset")

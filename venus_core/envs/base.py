@@ -106,6 +106,12 @@ class Env(ABC):
     def is_successful(self) -> bool:
         """Whether the current episode's goal holds, judged from backend state."""
 
+    @property
+    def has_success_rule(self) -> bool:
+        """Whether `is_successful` can judge this env's episodes (a device without a configured
+        check cannot; online RL then asks an MLLM judge, `online_rl.success`)."""
+        return True
+
     @abstractmethod
     def close(self) -> None:
         """Release devices, servers and connections (idempotent)."""

@@ -316,6 +316,10 @@ class WebEnv(Env):
             raise EnvError(f"{self.name}: is_successful before reset")
         return self.check_success()
 
+    @property
+    def has_success_rule(self) -> bool:
+        return type(self).check_success is not WebEnv.check_success
+
     def close(self) -> None:
         if self.closed:
             return

@@ -12,7 +12,7 @@ dataset format.
 Modules: `seeds` (seed prompts: a file or the task pool's static templates), `space` (where a
 seed's tasks are instantiated: the sim phone's generator, feasibility), `web_space` (the same on
 MiniWoB++ pages: one seed per task, page seeds as candidates), `expanders` (the registry:
-`rules` and `openai`), `openai_expander`, `verify` (rules vs judge, agreement), `records`
+`rules` and `openai`), `openai_expander`, `records`
 (trajectories -> dataset records with provenance) and `loop` (the rounds and their report).
 
 The package `__init__` imports nothing: `expanders` is the registry's plugin module, loaded when a

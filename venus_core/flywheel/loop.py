@@ -9,7 +9,7 @@ One round (`Flywheel.round`):
    step limit, the devices' screen size), each rejection with its reason;
 4. execution: `collect_groups` (one trajectory per task) on envs from the `EnvSource` — leased
    devices, call timeouts, broken devices replaced, lost trajectories counted — by the policy;
-5. verification (`verify`): rules on env state, the judge when there is one, agreement;
+5. verification (`rl.online.verdicts`, shared with online RL): rules on env state, the judge when there is one, agreement;
 6. feedback: every executed task becomes an `Example` for the next expansion (verified or not),
    and the verified trajectories are written to the dataset with their provenance.
 
@@ -35,8 +35,8 @@ from venus_core.envs.base import Task
 from venus_core.eval.metrics import Rate
 from venus_core.flywheel.expanders import Example, Expander, Proposal
 from venus_core.flywheel.records import ImageMemo, to_record, with_verdict
+from venus_core.rl.online.verdicts import Verdict, agreement, judge_records
 from venus_core.flywheel.seeds import Seed, normalise
-from venus_core.flywheel.verify import Verdict, agreement, judge_records
 from venus_core.rl.online.devices import EnvSource
 from venus_core.rl.online.rollout import Policy, collect_groups
 from venus_core.rl.online.similarity import Embedder, HashingEmbedder, dedupe
@@ -182,9 +182,10 @@ class Flywheel:
             elif ok:
                 assert not isinstance(rec, str)
                 record = with_verdict(rec, {**verdict.to_dict(), "verifier": verifier})
-                for step in record.steps:  # the memo's PNG bytes: the writer stores them unchanged
-                    if self.writer.put_image(self.memo.png(step.image)) != step.image:
-                        raise RuntimeError(f"record {record.id}: image {step.image} changed on write")
+                refs = [step.image for step in record.steps] + [record.meta.get("final_image")] * ("final_image" in record.meta)
+                for ref in refs:  # the memo's PNG bytes: the writer stores them unchanged
+                    if self.writer.put_image(self.memo.png(ref)) != ref:
+                        raise RuntimeError(f"record {record.id}: image {ref} changed on write")
                 self.writer.write(record)
                 line.update(status="verified", written=True, record=record.id)
             else:

@@ -14,49 +14,21 @@ is what the online task pool's `dynamic_tasks` reads, so a flywheel dataset can 
 RL's pool.
 
 Screenshots go through an `ImageMemo` first (PNG bytes by their content ref): the judge opens them
-from it before anything is written, and only the verified records' images reach the dataset.
+from it before anything is written, and only the verified records' images reach the dataset — the
+screen after the last step too (`meta.final_image`, the last frame the judge saw).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any
 
-from PIL import Image
-
-from venus_core.data.images import decode_image, encode_png
-from venus_core.data.schema import Provenance, Trajectory, TrajectoryStep, image_ref
+from venus_core.data.schema import Provenance, Trajectory
 from venus_core.rl.online.rollout import Trajectory as Rollout
-from venus_core.rl.online.rollout import answer_texts
+from venus_core.rl.online.verdicts import ImageMemo, claim_record
 
 SOURCE = "flywheel"
 GENERATOR = "venus-flywheel"
-
-
-class ImageMemo:
-    """PNG bytes of screenshots by image ref: the judge's `open_image` before they are written."""
-
-    def __init__(self) -> None:
-        self._data: dict[str, bytes] = {}
-
-    def put(self, image: Image.Image) -> str:
-        data = encode_png(image)
-        ref = image_ref(hashlib.sha256(data).hexdigest())
-        self._data.setdefault(ref, data)
-        return ref
-
-    def png(self, ref: str) -> bytes:
-        try:
-            return self._data[ref]
-        except KeyError:
-            raise KeyError(f"image {ref} is not in this flywheel run's memo") from None
-
-    def __call__(self, ref: str) -> Image.Image:
-        return decode_image(self.png(ref))
-
-    def clear(self) -> None:
-        self._data.clear()
 
 
 def synth_seed(success_check: str) -> int | None:
@@ -68,28 +40,16 @@ def to_record(traj: Rollout, memo: ImageMemo, *, platform: str, round_: int, see
               policy: str, policy_revision: str, extra: dict[str, Any] | None = None) -> Trajectory | str:
     """The trajectory as a record claiming success (what a verifier is asked to confirm), or why it
     cannot be one. `extra` is merged into `provenance.extra` (the verdicts, once known)."""
-    steps = []
-    for rec in traj.steps:
-        if not rec.valid or rec.action is None:
-            continue
-        think, conclusion = answer_texts(rec.completion.text)
-        steps.append(TrajectoryStep(image=memo.put(rec.image), image_size=rec.image.size, think=think,
-                                    action=rec.action, conclusion=conclusion))
-    if not steps:
-        return f"no valid step among {len(traj.steps)} (nothing ran on the device)"
     task = traj.task
     ref = task.task.success_check
     eid = f"r{round_}:{task.key}"
-    return Trajectory(
-        id=f"{SOURCE}:{eid}", episode_id=eid, platform=platform, goal=task.task.goal,  # type: ignore[arg-type]
-        steps=steps, success=True,
-        provenance=Provenance(source=SOURCE, source_id=task.key, generator=f"{GENERATOR}/{expander}",
-                              seed=synth_seed(ref),
-                              extra={"round": round_, "seed_prompt": seed, "expander": expander, "policy": policy,
-                                     "policy_revision": policy_revision, "env": task.env, "success_check": ref,
-                                     "level": int(task.task.difficulty), **(extra or {})}),
-        meta={"success_check": ref, "invalid_steps": traj.invalid, "steps_taken": traj.length,
-              "truncated": traj.truncated, "simulated": task.env == "sim-phone"})
+    prov = Provenance(source=SOURCE, source_id=task.key, generator=f"{GENERATOR}/{expander}", seed=synth_seed(ref),
+                      extra={"round": round_, "seed_prompt": seed, "expander": expander, "policy": policy,
+                             "policy_revision": policy_revision, "env": task.env, "success_check": ref,
+                             "level": int(task.task.difficulty), **(extra or {})})
+    return claim_record(traj, memo, platform=platform, source=SOURCE, record_id=eid, provenance=prov,
+                        meta={"success_check": ref, "invalid_steps": traj.invalid, "steps_taken": traj.length,
+                              "truncated": traj.truncated, "simulated": task.env == "sim-phone"})
 
 
 def with_verdict(record: Trajectory, verdict: dict[str, Any]) -> Trajectory:

@@ -55,6 +55,8 @@ class OnlineCheckpointing:
         t.policy.version, t.policy.calls = int(o["policy_version"]), int(o["policy_calls"])
         t.ref_rate, t.checks = o["ref_rate"], list(o["checks"])
         t.totals = Counter({k: int(v) for k, v in o["totals"].items()})
+        if t.judge is not None and "judge" in o:
+            t.judge.load_state_dict(o["judge"])
         self.before = o.get("before")
         self.saved_step = int(state["step"])
         if t.spec.rollout_server:  # the server still serves the weights the run started with
@@ -68,6 +70,8 @@ class OnlineCheckpointing:
         online = {"pool": t.pool.state_dict(), "updates": t.learner.updates, "ref_moves": t.learner.ref_moves,
                   "policy_version": t.policy.version, "policy_calls": t.policy.calls, "ref_rate": t.ref_rate,
                   "checks": t.checks, "totals": dict(t.totals), "before": self.before}
+        if t.judge is not None:
+            online["judge"] = t.judge.state_dict()
         save_checkpoint(self.root, step, t.learner.model, t.learner.optimizer, {"online": online},
                         extra_models=self._extras())
         self.saved_step = step

@@ -13,8 +13,11 @@ plays MiniWoB++ tasks (`online_rl.web_tasks`) in headless Chromium: with `gatewa
 browser pods) or from a `BrowserFarm` of Chromium processes started here, each driven over CDP
 through the gateway; with `local`, browser contexts of one Chromium in process.
 
-The held-out tasks (never sampled for training: seeds from 900000) are played greedily before and
-after training; the report has both success rates per bucket with 95 % Wilson intervals and
+A training episode's success is the env's rule, or the MLLM judge's verdict (`online_rl.success`:
+auto / judge; `scoring.judge`, cached in OUT/judge_cache.sqlite; `rl.online.verdicts`): an episode
+the judge gives no verdict on (down, an unparseable reply) is lost and counted, and where both
+verdicts exist the report has their agreement (`success`). The held-out tasks (never sampled for
+training: seeds from 900000) are played greedily before and after training, judged by rules; the report has both success rates per bucket with 95 % Wilson intervals and
 episode counts, the training curve (per-step success rate per bucket, reward, KL, entropy
 coefficient, reference moves, devices lost / replaced), the task pool's final state and sample
 trajectories. Writes `OUT/model/`, `OUT/metrics.jsonl` and `OUT/report.json`.
@@ -154,6 +157,22 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     return source, tasks, held
 
 
+def episode_judge(spec: AgentSpec, mode: str, platform: str, out: Path, stack: ExitStack) -> Any:
+    """The `EpisodeJudge` of `online_rl.success` (None for rules): the data stage's judge backend
+    (`scoring.judge`), cached in OUT/judge_cache.sqlite, closed by `stack`."""
+    if mode == "rules":
+        return None
+    from contextlib import closing
+
+    from venus_core.rl.online.verdicts import EpisodeJudge, ImageMemo
+    from venus_core.scoring.judges import make_judge
+
+    memo = ImageMemo()
+    backend = stack.enter_context(closing(make_judge(spec.scoring, open_image=memo,
+                                                     cache_path=out / "judge_cache.sqlite")))
+    return EpisodeJudge(mode, backend, memo, keep_threshold=spec.scoring.keep_threshold, platform=platform)
+
+
 def _by_bucket(result: Any) -> dict[str, Any]:
     from venus_core.eval.results import rates_by
 
@@ -203,9 +222,10 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
           file=sys.stderr, flush=True)
     placement["precision_note"] = low_precision_note(model, o.lr, JOB)
     t0 = time.perf_counter()
-    with open_domain(spec, domain) as (pool, source, held):
+    with open_domain(spec, domain) as (pool, source, held), ExitStack() as judging:
+        judge = episode_judge(spec, o.success, "web" if domain == "web" else "mobile", out, judging)
         trainer = OnlineRL(model, processor, o, pool, source, tracker, eval_batch_size=spec.eval.batch_size,
-                           weights_dir=weights)
+                           weights_dir=weights, judge=judge)
         ckpt = OnlineCheckpointing(checkpoints, trainer, o.save_every, stop_at)
         start = ckpt.restore()
         if ckpt.before is not None:
@@ -221,6 +241,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
         after = trainer.evaluate(model, held, "after") if held else None
         pool_report = pool.report()
         devices = dict(source.stats)
+        success = judge.report() if judge is not None else {"mode": "rules"}
     report: dict[str, Any] = {
         "provenance": prov, "domain": domain, "steps": o.steps,
         "held_out": None if before is None else {
@@ -231,7 +252,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
         "resumed_from_step": start or None,
         "train_success_first": history[0].get("success_rate") if history else None,
         "train_success_last": history[-1].get("success_rate") if history else None,
-        "rollouts": dict(trainer.totals), "devices": devices, "pool": pool_report,
+        "rollouts": dict(trainer.totals), "devices": devices, "pool": pool_report, "success": success,
         "reference": {"moves": trainer.learner.ref_moves, "checks": trainer.checks},
         "updates": trainer.learner.updates, "sample_trajectories": trainer.samples[-8:],
         "seconds": {"train": round(t_train, 1), "eval_before": round(t_eval, 1)},

@@ -106,6 +106,7 @@ def judge_image(record: AnyRecord, open_image: OpenImage) -> Image.Image:
     if isinstance(record, NavigationStep):
         return draw_action(open_image(record.image), record.action, record.platform, record.target_box)
     if isinstance(record, Trajectory):
+        final = record.meta.get("final_image")  # the screen after the last step, when the record has it
         frames = [
             draw_action(
                 open_image(record.steps[i].image),
@@ -113,8 +114,10 @@ def judge_image(record: AnyRecord, open_image: OpenImage) -> Image.Image:
                 record.platform,
                 record.steps[i].target_box,
             )
-            for i in pick_steps(len(record.steps))
+            for i in pick_steps(len(record.steps), FILMSTRIP_SCREENS - (final is not None))
         ]
+        if final is not None:
+            frames.append(open_image(str(final)).convert("RGB"))
         return _filmstrip(frames)
     if isinstance(record, QASample):
         return open_image(record.image).convert("RGB")

@@ -108,7 +108,8 @@ def describe(record: AnyRecord) -> str:
         steps = "\n".join(f"  {i}. {s.action}" for i, s in enumerate(record.steps))
         body = (
             f"Whole episode ({record.platform}, {len(record.steps)} steps, recorded success="
-            f"{record.success}); the image shows up to four of its screens left to right.\n"
+            f"{record.success}); the image shows up to four of its screens left to right"
+            f"{', the last one the screen after the final step' if 'final_image' in record.meta else ''}.\n"
             f"Goal: {record.goal}\nActions:\n{steps}"
         )
     elif isinstance(record, QASample):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -50,6 +51,23 @@ def judgement_reply(
             }
         )
     )
+
+
+def judge_by_goal_word(passing: Iterable[str], garbled: Iterable[str] = (),
+                       pattern: str = r"Click the (\w+) button") -> Callable[[dict[str, Any]], Reply]:
+    """A responder that judges episodes by one word of their goal (`pattern`'s group, found in the
+    request's text): a success for `passing` words, a reply that is not JSON for `garbled` ones, a
+    failure otherwise."""
+    ok, bad, rx = set(passing), set(garbled), re.compile(pattern)
+
+    def respond(request: dict[str, Any]) -> Reply:
+        m = rx.search(json.dumps(request.get("messages", [])))
+        word = m.group(1) if m else ""
+        if word in bad:
+            return Reply(content="I think it worked")
+        return judgement_reply(9, 9) if word in ok else judgement_reply(2, 3)
+
+    return respond
 
 
 def completion_body(content: str, model: str = "scripted", usage: dict[str, int] | None = None) -> bytes:

@@ -155,6 +155,10 @@ class _OnLease(Env):
     def is_successful(self) -> bool:
         return self.inner.is_successful()
 
+    @property
+    def has_success_rule(self) -> bool:
+        return self.inner.has_success_rule
+
     def close(self) -> None:
         self.inner.close()
 

@@ -7,6 +7,10 @@ outcomes (curriculum, set-aside), one `TrajectoryGRPO.update`. Every `kl.check_e
 success rate beats the reference's by `kl.margin`, the reference moves toward the policy
 (UI-Venus-1.5's adaptive KL) and its rate is measured again.
 
+Success is the env's rule unless `online_rl.success` asks for the MLLM judge (`verdicts.EpisodeJudge`,
+after each batch is collected and before the pool and the learner see it; the held-out checks stay
+on rules, an independent measure of what the judge's rewards taught).
+
 `staleness = 0` is synchronous: each step collects its batch with the weights of the last update,
 then updates. `staleness >= 1` decouples them (`decoupled.RolloutWorker`): a worker thread with its
 own copy of the model collects batches ahead (at most `staleness` updates old), the learner
@@ -43,6 +47,7 @@ from venus_core.rl.online.devices import EnvSource
 from venus_core.rl.online.learner import TrajectoryGRPO
 from venus_core.rl.online.policy import ModelPolicy
 from venus_core.rl.online.rollout import RolloutStats, Trajectory, collect_groups
+from venus_core.rl.online.verdicts import EpisodeJudge
 from venus_core.rl.rollout import completions_batch, sequence_logprobs
 from venus_core.rl.online.tasks import PoolTask, TaskPool
 from venus_core.train.tracker import Tracker
@@ -81,8 +86,10 @@ class OnlineRL:
     """Owns the policy, the learner and the loop; the job owns the model files and the report."""
 
     def __init__(self, model: Any, processor: Any, spec: OnlineRLSpec, pool: TaskPool, source: EnvSource,
-                 tracker: Tracker, *, eval_batch_size: int = 16, weights_dir: Path | None = None) -> None:
+                 tracker: Tracker, *, eval_batch_size: int = 16, weights_dir: Path | None = None,
+                 judge: EpisodeJudge | None = None) -> None:
         self.spec = spec
+        self.judge = judge  # decides the episodes' success where online_rl.success asks for the MLLM judge
         self.pool = pool
         self.source = source
         self.tracker = tracker
@@ -152,6 +159,8 @@ class OnlineRL:
             tasks = self.pool.sample(spec.tasks_per_step)
         groups, stats = collect_groups(tasks, spec.group_size, self.source, policy, devices=spec.devices,
                                        history_len=spec.history_len, call_timeout=spec.call_timeout_s)
+        if self.judge is not None:  # episodes without a verdict are lost, like a failed device's
+            groups = self.judge.decide(groups, stats)
         with self._pool_lock:
             for t, g in zip(tasks, groups, strict=True):
                 if g:
@@ -198,6 +207,8 @@ class OnlineRL:
             shares = self.pool.report()["shares"]
         for b, share in shares.items():
             m[f"pool/share/{b}"] = float(share)
+        if self.judge is not None:
+            m.update(self.judge.metrics())
         if groups and groups[0]:
             self.samples.append(_trajectory_summary(step, groups[0][0]))
         self.tracker.log_metrics(m, step)

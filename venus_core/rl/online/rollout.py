@@ -6,7 +6,8 @@ screenshot and the UI-Venus navigation prompt with the goal and the episode's ow
 `history_len` (think, action) steps), the actions are executed on all slots in parallel, and a
 slot whose episode ended takes the next one. Success is the environment's verdict from device
 state (`Env.is_successful`), read when the episode ends (Finished / CallUser, or the task's step
-limit).
+limit), where the env has a rule for it (`Env.has_success_rule`); the screen at the end is kept for
+an MLLM judge, which `verdicts.EpisodeJudge` asks afterwards where the spec wants it.
 
 Choices the papers leave open, made here (and the same as the online evaluator's):
 - an answer that does not parse, or an action the backend cannot perform, is an *invalid step*:
@@ -95,7 +96,11 @@ class Trajectory:
     success: bool = False
     truncated: bool = False
     done: bool = False
-    lost: str | None = None  # why the trajectory was dropped (device failure, timeout)
+    lost: str | None = None  # why the trajectory was dropped (device failure, timeout, no verdict)
+    final_image: Image.Image | None = None  # the screen when the episode ended (the judge's last frame)
+    has_rule: bool = True  # whether the env could check success from its state
+    rule_success: bool | None = None  # the rule's verdict, once a judge has been asked too (`verdicts`)
+    judge_success: bool | None = None  # the judge's verdict, where it was asked
 
     @property
     def length(self) -> int:
@@ -313,11 +318,14 @@ def _round(live: list[_Slot], policy: Policy, stats: RolloutStats, finished: dic
         if not done and traj.length >= traj.task.task.max_steps:  # invalid steps count toward the limit
             done, traj.truncated = True, True
         if done:
-            assert s.env is not None
-            ok, err = _result(s.submit(s.env.is_successful), call_timeout)
-            if err is not None:
-                _lose(s, finished, stats, "success_check", err)
-                continue
+            assert s.env is not None and s.obs is not None
+            traj.final_image, traj.has_rule = s.obs.screenshot, s.env.has_success_rule
+            ok = False
+            if traj.has_rule:  # without one the verdict is the judge's (`verdicts.EpisodeJudge`)
+                ok, err = _result(s.submit(s.env.is_successful), call_timeout)
+                if err is not None:
+                    _lose(s, finished, stats, "success_check", err)
+                    continue
             traj.success, traj.done = bool(ok), True
             finished[(traj.index, traj.replica)] = traj
             s.traj, s.obs = None, None
