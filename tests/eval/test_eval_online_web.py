@@ -68,3 +68,39 @@ def test_miniwob_online_episodes_are_scored_by_the_pages() -> None:
     assert res.summary["by_app"]["enter-text"]["value"] == 1.0
     assert res.settings["simulated"] is False and res.samples[1]["steps"] == 3
     assert isinstance(envs[0], MiniWobEnv)
+
+
+def test_the_next_model_on_the_same_target_reuses_the_browser_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluate stage scores many models on one live-web target: the envs of the first go back
+    idle and the next takes them (no new contexts), with the same results as fresh ones; an
+    evaluation that raised closes its envs instead."""
+    from venus_core.eval import online_sim
+    from venus_core.eval.suites import online_sim as online_suite
+
+    made: list[list[object]] = []
+    real = online_sim.make_envs
+    monkeypatch.setattr(online_sim, "make_envs", lambda t: made.append(real(t)) or made[-1])
+    text = "miniwob:tasks=click-test+click-test-2,episodes=4,envs=2,max_steps=2"
+    target = parse_target(text)
+    with MiniWobEnv() as page:
+        scripts = [[_nav(render_action(s.step.action)) for s in run_oracle(page, t.app or "", target.seed + i).steps]
+                   for i, t in enumerate(target_tasks(target))]
+    scripts[1] = [_nav("Finished(content='')")]  # one failure, so the results say something
+
+    class Broken(Replay):
+        def predict(self, queries: Sequence[Query], max_new_tokens: int) -> list[str]:
+            raise RuntimeError("model crashed")
+
+    try:
+        first = online_suite(Replay(scripts), text, suite="live-web", limit=None)
+        second = online_suite(Replay(scripts), text, suite="live-web", limit=None)
+        assert len(made) == 1 and not any(e.closed for e in made[0])  # type: ignore[attr-defined]
+        assert [s["success"] for s in first.samples] == [s["success"] for s in second.samples] == [True, False, True, True]
+        with pytest.raises(RuntimeError, match="model crashed"):
+            online_suite(Broken(scripts), text, suite="live-web", limit=None)
+        assert all(e.closed for e in made[0])  # type: ignore[attr-defined]
+        third = online_suite(Replay(scripts), text, suite="live-web", limit=None)
+        assert len(made) == 2 and third.samples == second.samples
+    finally:
+        online_sim.close_idle_envs()
+    assert all(e.closed for e in made[-1])  # type: ignore[attr-defined]

@@ -14,7 +14,11 @@ simulated phone is reached through the same AndroidEnv code path (over ADB with
 
 from __future__ import annotations
 
+import atexit
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -145,6 +149,61 @@ def fits(env: Env, task: Task) -> bool:
     if device is None or not task.success_check.startswith("synth:"):
         return True
     return tuple(device.size) == task_size(task)
+
+
+_IDLE: dict[str, list[Env]] = {}  # envs an evaluation gave back healthy, by target, for the next model
+_IDLE_LOCK = threading.Lock()
+_ATEXIT = [False]
+
+
+def _reusable(target: Any) -> bool:
+    """Envs whose every episode starts from `reset` alone: in-process phones, MiniWoB++ browser contexts
+    (an AndroidWorld server or a phone over adb keep state this process does not own)."""
+    from venus_core.eval.online_web import MiniWobTarget
+
+    return isinstance(target, MiniWobTarget) or (isinstance(target, OnlineTarget) and target.transport == "inprocess")
+
+
+@contextmanager
+def target_envs(target: Any) -> Iterator[list[Env]]:
+    """`make_envs(target)`, or the envs an earlier evaluation of the same target left idle in this
+    process. Opening 16 browser contexts costs ~5-8 s, paid by every model of an evaluate stage
+    before; an episode starts from `reset` either way (a context already ran several episodes within
+    one evaluation), so the results are the same. Envs go back idle only when the evaluation ended
+    without an error and none is closed; otherwise they are closed. `close_idle_envs` (also at exit)
+    closes what is left."""
+    key = str(target) if _reusable(target) else None
+    with _IDLE_LOCK:
+        envs = _IDLE.pop(key, None) if key is not None else None
+    if envs is None:
+        envs = make_envs(target)
+    healthy = False
+    try:
+        yield envs
+        healthy = True
+    finally:
+        if healthy and key is not None and not any(e.closed for e in envs):
+            with _IDLE_LOCK:
+                spare = _IDLE.pop(key, None)  # another thread's, given back meanwhile: one set kept
+                _IDLE[key] = envs
+                if not _ATEXIT[0]:  # registered after the browser host's own handler: runs before it
+                    atexit.register(close_idle_envs)
+                    _ATEXIT[0] = True
+            for env in spare or []:
+                env.close()
+        else:
+            for env in envs:
+                env.close()
+
+
+def close_idle_envs() -> None:
+    """Close every env `target_envs` keeps idle in this process."""
+    with _IDLE_LOCK:
+        sets = list(_IDLE.values())
+        _IDLE.clear()
+    for envs in sets:
+        for env in envs:
+            env.close()
 
 
 def make_envs(target: Any) -> list[Env]:

@@ -60,16 +60,12 @@ def nav_offline_low(predictor: Predictor, data: str | Path, *, suite: str, limit
 def online_sim(predictor: Predictor, data: str | Path | None, *, suite: str, limit: int | None,
                max_new_tokens: int | None = None) -> EvalResult:
     from venus_core.eval.online import ONLINE_MAX_NEW_TOKENS, evaluate_online
-    from venus_core.eval.online_sim import fits, make_envs, parse_target, target_tasks, with_limit
+    from venus_core.eval.online_sim import fits, parse_target, target_envs, target_tasks, with_limit
 
     target = with_limit(parse_target(str(data) if data else None), limit)
-    envs = make_envs(target)
-    try:
+    with target_envs(target) as envs:  # the next model's evaluation of this target reuses them
         return evaluate_online(envs, target_tasks(target), predictor, suite=suite, target=str(target), fits=fits,
                                max_new_tokens=_budget(max_new_tokens, ONLINE_MAX_NEW_TOKENS))
-    finally:
-        for env in envs:
-            env.close()
 
 
 NO_DATA_EVALUATORS = frozenset({"online_sim"})
