@@ -93,3 +93,26 @@ def test_publish_refuses_an_unsealed_checkpoint_and_an_existing_artifact(s3_base
     assert result.exit_code != 0 and "no SHA256SUMS manifest" in result.output
     again = CliRunner().invoke(app, ["checkpoint", "publish", str(BOOTSTRAP_DIR), s3_base])
     assert again.exit_code != 0 and "already holds" in again.output and "--overwrite replaces it" in again.output
+
+
+def test_a_base_that_fails_to_fetch_on_one_rank_stops_every_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two gloo ranks: rank 0 fetches first and fails; rank 1, waiting for it, is told and stops with
+    an error naming the base (before, it waited at a barrier rank 0 never reached)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    missing = f"file://{tmp_path / 'no-such-base'}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "VENUS_MODEL_CACHE": str(tmp_path / "cache")}
+    worker = Path(__file__).with_name("base_fetch_worker.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           str(port), str(worker), str(SPEC), missing, str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rank0, rank1 = ((tmp_path / f"rank{r}.txt").read_text() for r in (0, 1))
+    assert "no-such-base" in rank0 and "another rank" not in rank0
+    assert rank1.startswith("RuntimeError: mid_train: rank 1: model.base") and "another rank" in rank1

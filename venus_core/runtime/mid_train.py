@@ -9,7 +9,7 @@ restarted pod resumes), OUT/metrics.jsonl (also an MLflow run when a store is co
 runtime.tracking) and
 OUT/report.json (provenance, held-out rates with 95 % intervals before and after training, the
 mixture actually drawn, data sizes, wall and CPU time). With mid_train.wise_ft < 1 the trained
-weights go to OUT/trained and OUT/model is their interpolation toward the base
+weights go to OUT/trained and OUT/model is their interpolation toward the weights training started from
 (`venus_core.merge.wise_ft`); the report then holds both models' held-out rates.
 """
 
@@ -171,9 +171,17 @@ def _local_base(spec: AgentSpec, env: DistEnv) -> AgentSpec:
         return spec
     local = spec
     for turn in (env.is_main, not env.is_main and env.local_rank == 0, env.local_rank != 0):
+        error: Exception | None = None
         if turn:
-            local = localize_base(spec, "mid_train")
-        env.barrier()
+            try:
+                local = localize_base(spec, "mid_train")
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after telling the other ranks
+                error = exc
+        if not env.all_ok(error is None):  # instead of a barrier, which the failed rank would never reach
+            if error is not None:
+                raise error
+            raise RuntimeError(f"mid_train: rank {env.rank}: model.base {spec.model.base} could not be fetched on "
+                               "another rank (its log has the error); stopping")
     return local
 
 

@@ -42,6 +42,15 @@ class DistEnv:
         if self.world > 1 and dist.is_initialized():
             dist.barrier()
 
+    def all_ok(self, ok: bool) -> bool:
+        """Whether `ok` holds on every rank (a collective: every rank must call it). Where a rank
+        fails alone, a plain barrier after it would hang the others; this tells them instead."""
+        if self.world <= 1 or not dist.is_initialized():
+            return ok
+        flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
 
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
