@@ -56,6 +56,27 @@ def test_online_rl_job(tiny_dir: Path, tmp_path: Path, service: str, staleness: 
     assert report["rollouts"].get("dropped_stale", 0) == 0
 
 
+def test_online_rl_web_job_through_the_gateway_releases_every_browser(tiny_dir: Path, tmp_path: Path) -> None:
+    """The web domain on Chromium processes leased through the gateway over CDP: the tasks are made
+    on a leased browser, envs stay leased between steps (keep_idle), and by the report every lease
+    is back."""
+    from venus_core.runtime.online_rl import main
+
+    out = tmp_path / "out"
+    argv = ["--spec", str(ROOT / "agents" / "venus-tiny"), "--domain", "web", "--model", str(tiny_dir),
+            "--out", str(out), "--set", "online_rl.web_device_service=gateway"]
+    for s in ["platform.tracking_uri=none", "online_rl.steps=1", "online_rl.tasks_per_step=2",
+              "online_rl.group_size=2", "online_rl.devices=2", "online_rl.max_steps_per_episode=2",
+              "online_rl.task_pool.held_out=2", "online_rl.train_tasks=3", "online_rl.kl.check_every=5",
+              "online_rl.web_tasks=[click-test,click-test-2,click-color]"]:
+        argv += ["--set", s]
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    devices = report["devices"]
+    assert devices["leased"] == devices["released"] > 0 and report["rollouts"]["lost"] == 0
+    assert report["rollouts"]["episodes"] == 4 and report["held_out"]["after"]["n"] == 2
+
+
 def test_online_rl_refuses_levels_of_different_screen_sizes() -> None:
     from venus_core.runtime.online_rl import _phone_size
 

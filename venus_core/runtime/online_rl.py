@@ -240,8 +240,8 @@ def run(spec: AgentSpec, domain: str, model_dir: str, out: Path, *, tracker: Tra
         t_train = time.perf_counter() - t1
         after = trainer.evaluate(model, held, "after") if held else None
         pool_report = pool.report()
-        devices = dict(source.stats)
         success = judge.report() if judge is not None else {"mode": "rules"}
+    devices = dict(source.stats)  # after the source closed: envs kept leased while idle are released by then
     report: dict[str, Any] = {
         "provenance": prov, "domain": domain, "steps": o.steps,
         "held_out": None if before is None else {
