@@ -191,7 +191,7 @@ class Flywheel:
             else:
                 line.update(status="unverified", reason=reason)
             c = p.candidate
-            self.feedback.append(Example(p.goal, p.seed, c.level if c else -1, c.point if c else None, ok, r))
+            self.feedback.append(Example(p.goal, p.seed, c.level if c else -1, c.point if c else None, bool(ok), r))
         return verdicts
 
     def _report(self, r: int, lines: list[dict[str, Any]], verdicts: list[Verdict], stats: Any, launched: int,
