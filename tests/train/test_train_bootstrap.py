@@ -212,3 +212,25 @@ def test_a_stage_trains_on_its_extra_records_synthetic_and_miniwob(tmp_path: Pat
     # every record of the stage and its extras reached the corpus (2-step episodes: 8 + 8 + 8 + 2 x 1 step)
     data = entry["data"]
     assert data["train"]["navigation"] + data["held_out"].get("navigation", 0) == 2 * (8 + 8 + 8) + 2, data
+
+
+@pytest.mark.slow
+def test_a_reading_stage_and_reading_beside_grounding_train_the_tower(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from venus_core.config.loader import load_spec
+    from venus_core.train.bootstrap import GROUNDING_ONLY, Stage, bootstrap
+
+    spec = load_spec(SPEC)
+    plan = tuple(replace(s, steps=0) for s in scaled(DEFAULT_STAGES[:4], 0.001)) + (
+        Stage(2, "reading", 2, 2, lr=1e-3),
+        Stage(2, "grounding", 8, 2, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=0.5))
+    report = bootstrap(tmp_path / "out", spec, work_dir=tmp_path / "work", stages=plan, eval_limit=1)
+    reading, grounding = report["stages"]
+    assert (reading["index"], reading["kind"], reading["train_screens"], reading["seed"]) == (4, "reading", 4, 3040)
+    assert reading["held_out"]["reading/word"]["n"] > 0 and reading["held_out_seed"] == 503040
+    assert (tmp_path / "work" / "ckpt-4-level2-reading" / "step-00000002" / "reading_head.safetensors").is_file()
+    assert grounding["read"] == 0.5 and grounding["held_out"]["reading/word"]["n"] > 0
+    assert "grounding/hit" in grounding["held_out"] and grounding["replayed"] > 0
+    assert (tmp_path / "work" / "ckpt-5-level2-grounding" / "step-00000002" / "reading_head.safetensors").is_file()
+    assert (tmp_path / "out" / "model.safetensors").is_file()

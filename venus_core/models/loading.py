@@ -199,4 +199,19 @@ def save_model(model: PreTrainedModel, processor: ProcessorMixin, out_dir: str |
     return out
 
 
-__all__ = ["ARCHITECTURE_MODEL_TYPES", "check_checkpoint", "load_model", "resolve_dtype", "save_model", "tiny_spec_of"]
+def vision_tower(model: torch.nn.Module) -> torch.nn.Module:
+    """The vision encoder of a Qwen-VL model (also under a peft wrapper)."""
+    seen: list[torch.nn.Module] = [model]
+    while seen:
+        m = seen.pop()
+        if isinstance(getattr(m, "visual", None), torch.nn.Module):
+            return m.visual  # type: ignore[return-value]
+        for attr in ("model", "base_model"):
+            child = getattr(m, attr, None)
+            if isinstance(child, torch.nn.Module) and child is not m:
+                seen.append(child)
+    raise ValueError(f"{type(model).__name__} has no vision tower ('visual')")
+
+
+__all__ = ["ARCHITECTURE_MODEL_TYPES", "check_checkpoint", "load_model", "resolve_dtype", "save_model", "tiny_spec_of",
+           "vision_tower"]

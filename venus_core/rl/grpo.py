@@ -39,6 +39,7 @@ from transformers import PreTrainedModel, ProcessorMixin
 
 from venus_core.config.registry import REWARDS
 from venus_core.config.spec import LoraSpec, OfflineRLDomainSpec
+from venus_core.models.loading import vision_tower
 from venus_core.models.placement import model_device, reference_device
 from venus_core.rewards.base import RewardResult, score_batch
 from venus_core.rl.distributed import (all_sum, enable_gradient_checkpointing, fsdp2_shard, full_state_dict,
@@ -62,20 +63,6 @@ class PromptItem:
 StepHook = Callable[[int, Sequence[PromptItem], list[str], list[RewardResult]], None]
 """hook(step, items, texts, results): every group of the step's global batch, G texts and results
 per item in item order (gathered from all ranks in a distributed run)."""
-
-
-def vision_tower(model: torch.nn.Module) -> torch.nn.Module:
-    """The vision encoder of a Qwen-VL model (also under a peft wrapper)."""
-    seen: list[torch.nn.Module] = [model]
-    while seen:
-        m = seen.pop()
-        if isinstance(getattr(m, "visual", None), torch.nn.Module):
-            return m.visual  # type: ignore[return-value]
-        for attr in ("model", "base_model"):
-            child = getattr(m, attr, None)
-            if isinstance(child, torch.nn.Module) and child is not m:
-                seen.append(child)
-    raise ValueError(f"{type(model).__name__} has no vision tower ('visual') to freeze")
 
 
 def freeze_vision(model: torch.nn.Module) -> int:

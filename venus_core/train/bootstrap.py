@@ -27,6 +27,7 @@ from venus_core.config.spec import AgentSpec, MixtureSpec
 from venus_core.train.tracker import NullTracker, Tracker
 
 GROUNDING_ONLY = MixtureSpec(perception=0.0, vqa=0.0, grounding=1.0, navigation=0.0)
+READING_SEED = 3000  # + 10 * stage index: the reading task's screen stream (its held-out screens: + 500,000)
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,9 @@ class Extra:
 @dataclass(frozen=True)
 class Stage:
     level: int
-    kind: str  # synth kind: grounding | mixture | navigation
-    n: int  # records to synthesise
+    kind: str  # synth kind: grounding | mixture | navigation; or reading (train/reading.py: the vision tower reads
+    # the buttons' words on fresh level-`level` boards, nothing synthesised to disk)
+    n: int  # records to synthesise (reading: fresh screens per step)
     steps: int  # optimizer steps
     mixture: MixtureSpec | None = None  # None = the agent spec's mixture
     coarse_grid: int = 0  # > 0: grounding targets snapped to a grid x grid cell centre (curriculum)
@@ -56,6 +58,8 @@ class Stage:
     attend: float = 0.0  # weight of attention supervision (mid_train.attention_supervision) in this stage; 0 = off
     extra: tuple[Extra, ...] = ()  # more records of the same kind, synthesised with seeds 1100 + 10 * stage + i
     seed: int = 0  # synthesis seed of the stage's own records; 0 = 1000 + level (a stage may want fresh records of a level)
+    read: float = 0.0  # weight of the reading task (train/reading.py) beside the stage's own loss: the vision tower reads
+    # the words of 16 fresh level-2 boards a step (seed 3000 + 10 * stage index); 0 = off
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
@@ -190,6 +194,7 @@ def bootstrap(
     from venus_core.train.data import coarse_targets, load_corpus
     from venus_core.train.distributed import DistEnv
     from venus_core.train.evaluate import rates_to_dict
+    from venus_core.train.reading import ReadingTask, train_reading
     from venus_core.train.sft import train_sft
 
     tracker = tracker or NullTracker()
@@ -216,6 +221,18 @@ def bootstrap(
             if st.kind != "grounding" or k > last:
                 continue
         seed = st.seed or 1000 + st.level
+        if st.kind == "reading":
+            c0 = time.process_time()
+            read = train_reading(model, processor, steps=st.steps, lr=st.lr or spec.mid_train.lr,
+                                 seed=st.seed or READING_SEED + 10 * k,
+                                 level=st.level, batch=st.n, tracker=_Offset(tracker, offset),
+                                 ckpt_dir=work / f"ckpt-{k}-level{st.level}-reading")
+            offset += st.steps
+            report["stages"].append({"index": k, "level": st.level, "kind": st.kind, "records": st.n,
+                                     "steps": st.steps, **{key: v for key, v in read.items() if key != "steps"},
+                                     "stage_cpu_s": round(time.process_time() - c0, 1)})
+            _write_json(work / "bootstrap_progress.json", report)
+            continue
         data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else ""))
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():
@@ -254,17 +271,20 @@ def bootstrap(
             update["lr"] = st.lr
         cfg = spec.mid_train.model_copy(update=update)
         stage_tracker = _Offset(tracker, offset)
+        reading = ReadingTask(model, processor, weight=st.read, seed=READING_SEED + 10 * k) if st.read else None
         result = train_sft(model, processor, corpus, st.mixture or spec.data.mixture, cfg, env,
-                           ckpt_dir=work / f"ckpt-{k}-level{st.level}-{st.kind}", tracker=stage_tracker, eval_limit=eval_limit)
+                           ckpt_dir=work / f"ckpt-{k}-level{st.level}-{st.kind}", tracker=stage_tracker, eval_limit=eval_limit,
+                           aux_tasks=[reading] if reading is not None else [])
+        held_out = rates_to_dict(result.rates) | (reading.report() if reading is not None else {})
         offset += st.steps
         train_size = sum(len(v) for v in corpus.train.values())
         entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size,
                             "miniwob": list(e.miniwob), "seed": 1100 + 10 * k + i} for i, e in enumerate(st.extra)],
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
-                 "replayed": replayed, "head": st.head, "attend": st.attend, "lr": cfg.lr,
+                 "replayed": replayed, "head": st.head, "attend": st.attend, "read": st.read, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
-                 "held_out": rates_to_dict(result.rates), "mixture": result.mixture,
+                 "held_out": held_out, "mixture": result.mixture,
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),
                  "train_cpu_s": round(result.cpu_s, 1), "stage_cpu_s": round(time.process_time() - c0, 1)}
         report["stages"].append(entry)

@@ -24,9 +24,10 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -47,6 +48,18 @@ from venus_core.train.schedule import cosine_with_warmup
 from venus_core.train.tracker import NullTracker, Tracker
 
 LOG_EVERY = 10
+
+
+class AuxTask(Protocol):
+    """An auxiliary loss of a stage that brings its own data (e.g. `train.reading.ReadingTask`): once
+    per optimizer step, `weight * loss(step)` is added to the step's gradient; `module` holds its
+    own parameters (trained with the model's, saved in checkpoints as `<name>.safetensors`)."""
+
+    name: str
+    weight: float
+    module: torch.nn.Module
+
+    def loss(self, step: int) -> torch.Tensor: ...
 
 
 @dataclass
@@ -108,8 +121,10 @@ def train_sft(
     resume: bool = False,
     stop_at: int | None = None,
     eval_limit: int = 200,
+    aux_tasks: Sequence[AuxTask] = (),
 ) -> SFTResult:
-    """Train `model` in place for `cfg.max_steps` steps (or until `stop_at`, which simulates a kill)."""
+    """Train `model` in place for `cfg.max_steps` steps (or until `stop_at`, which simulates a kill).
+    `aux_tasks`: auxiliary tasks, one loss each per optimizer step (single process only)."""
     tracker = tracker or NullTracker()
     t_wall, t_cpu = time.perf_counter(), time.process_time()
     torch.manual_seed(cfg.seed + env.rank)
@@ -128,7 +143,12 @@ def train_sft(
 
         head = build_instruction_head(model, processor, (query_text(it.record) for v in corpus.train.values() for it in v),
                                       cfg.instruction_head)
+    if aux_tasks and (env.backend == "deepspeed" or env.world > 1):
+        raise ValueError(f"auxiliary tasks ({', '.join(a.name for a in aux_tasks)}) run in a single process only: their "
+                         "forward pass is outside the DDP / DeepSpeed engine, whose gradient sync they would miss")
     head_params = list(head.parameters()) if head is not None else []
+    head_params += [p for a in aux_tasks for p in a.module.parameters()]
+    extra_models = ({"instruction_head": head} if head is not None else {}) | {a.name: a.module for a in aux_tasks}
     sup = None
     if cfg.attention_supervision.weight > 0:
         if env.backend == "deepspeed":
@@ -155,8 +175,7 @@ def train_sft(
     elif resume:
         last = latest_checkpoint(ckpt_dir)
         if last is not None:
-            state = load_checkpoint(last, model, optimizer,
-                                    extra_models={"instruction_head": head} if head is not None else None)
+            state = load_checkpoint(last, model, optimizer, extra_models=extra_models or None)
             scheduler.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
             step, skipped = int(state["step"]), int(state.get("skipped_too_long", 0))
@@ -187,6 +206,7 @@ def train_sft(
     window: list[float] = []
     head_window: list[float] = []
     sup_window: list[float] = []
+    aux_window: dict[str, list[float]] = {a.name: [] for a in aux_tasks}
     while step < cfg.max_steps and (stop_at is None or step < stop_at):
         share = split_for_rank(sampler.next_batch(), env.rank, env.world)
         micro = [share[i : i + cfg.batch_size] for i in range(0, len(share), cfg.batch_size)]
@@ -234,6 +254,11 @@ def train_sft(
                     loss.backward()
                 micro_loss += float(loss.detach()) * len(micro)
             losses.append(micro_loss)
+        for a in aux_tasks:
+            with autocast():
+                extra = a.loss(step + 1)
+            (a.weight * extra).backward()
+            aux_window[a.name].append(float(extra.detach()))
         if ds is not None:  # the engine clipped, stepped the optimizer and the schedule
             grad_norm, lr = ds.grad_norm(), scheduler.get_last_lr()[0]
         else:
@@ -259,11 +284,13 @@ def train_sft(
                                  "train/skipped_too_long": skipped, "time/wall_s": time.perf_counter() - t_wall,
                                  "time/cpu_s": time.process_time() - t_cpu}
                                 | ({"train/instruction_head_loss": sum(head_window) / len(head_window)} if head_window else {})
-                                | ({"train/attention_supervision_loss": sum(sup_window) / len(sup_window)} if sup_window else {}),
+                                | ({"train/attention_supervision_loss": sum(sup_window) / len(sup_window)} if sup_window else {})
+                                | {f"train/{n}_loss": sum(w) / len(w) for n, w in aux_window.items() if w},
                                 step)
             window = []
         if step % LOG_EVERY == 0 or step == cfg.max_steps:
             head_window, sup_window = [], []
+            aux_window = {n: [] for n in aux_window}
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             run_eval(step)
         if (step % cfg.save_every == 0 or step == cfg.max_steps) and ds is not None:
@@ -272,7 +299,7 @@ def train_sft(
             if env.is_main:
                 save_checkpoint(ckpt_dir, step, model, optimizer, {
                     "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(), "skipped_too_long": skipped,
-                }, extra_models={"instruction_head": head} if head is not None else None)
+                }, extra_models=extra_models or None)
             env.barrier()
     if step >= cfg.max_steps and not rates:  # resumed a finished run: still report its rates
         run_eval(step)
