@@ -51,11 +51,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import time
 
 import torch
+
+from venus_core.eval.metrics import wilson
+from venus_core.train.reading import button_cells
 
 ARMS: dict[str, dict[str, int]] = {
     "A": {},
@@ -68,17 +70,6 @@ ARMS: dict[str, dict[str, int]] = {
 DESCRIBE = {"A": "today: hidden 64, depth 2, patch 16, 128 px", "B": "hidden 128",
             "C": "patch 8 (16-px cells)", "D": "256 x 256 screens", "E": "depth 4",
             "F": "A with position table std 0.02 (transformers' default)"}
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95 % Wilson score interval of k successes in n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
 
 
 Screens = list[tuple[object, str, list[tuple[tuple[int, int, int, int], int, int]]]]
@@ -143,12 +134,7 @@ def encode(proc, screens, spec):  # type: ignore[no-untyped-def]
         px.append(b["pixel_values"])
         per = []
         for box, word, colour in buttons:
-            x1, y1, x2, y2 = box
-            cx1, cx2 = x1 + (x2 - x1) / 4, x2 - (x2 - x1) / 4
-            cy1, cy2 = y1 + (y2 - y1) / 4, y2 - (y2 - y1) / 4
-            cols = [c for c in range(gw) if c * 1000 / gw < cx2 and (c + 1) * 1000 / gw > cx1]
-            rows = [r for r in range(gh) if r * 1000 / gh < cy2 and (r + 1) * 1000 / gh > cy1]
-            per.append([r * gw + c for r in rows for c in cols])
+            per.append(button_cells(box, gh, gw))
             labels.append((word, colour, platform == "mobile"))
         cells.append(per)
     return torch.stack(px), side, cells, labels

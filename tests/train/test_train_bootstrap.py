@@ -14,6 +14,11 @@ from venus_core.train.bootstrap import DEFAULT_STAGES, scaled, with_steps
 SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
+def _steps(*first: int) -> list[int]:
+    """Step counts for the first stages of DEFAULT_STAGES, the later ones skipped."""
+    return list(first) + [0] * (len(DEFAULT_STAGES) - len(first))
+
+
 def test_stage_plans() -> None:
     assert [s.level for s in DEFAULT_STAGES] == [0, 0, 1, 1, 1, 1, 1, 1, 1]
     assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 4 + ["navigation"] * 5
@@ -36,7 +41,7 @@ def test_stage_plans() -> None:
     assert [s.n for s in scaled(DEFAULT_STAGES, 3.0)] == [s.n for s in DEFAULT_STAGES]  # data never grows
     assert [e.n for e in half[-1].extra] == [1000, 150] and [e.n for e in scaled(DEFAULT_STAGES, 3.0)[-1].extra] == [2000, 300]
     assert [s.coarse_grid for s in scaled(DEFAULT_STAGES, 0.5)] == [s.coarse_grid for s in DEFAULT_STAGES]
-    plan = with_steps(DEFAULT_STAGES, [3, 0, 5, 0, 2, 0, 0, 0, 0])
+    plan = with_steps(DEFAULT_STAGES, _steps(3, 0, 5, 0, 2))
     assert [(s.level, s.kind, s.steps, s.coarse_grid) for s in plan if s.steps] == [
         (0, "grounding", 3, 4), (1, "grounding", 5, 0), (1, "navigation", 2, 0)]
     assert [s.kind for s in plan] == [s.kind for s in DEFAULT_STAGES]  # skipped stages keep their index
@@ -78,14 +83,14 @@ def test_bootstrap_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
     app.command("noop")(lambda: None)  # a second command keeps `bootstrap` a named sub-command
     out = tmp_path / "boot"
     res = CliRunner().invoke(app, ["bootstrap", "--out", str(out), "--spec", str(SPEC), "--scale", "0.001",
-                                   "--steps", "1,1,0,0,1,0,0,0,0", "--eval-limit", "1"])
+                                   "--steps", ",".join(map(str, _steps(1, 1, 0, 0, 1))), "--eval-limit", "1"])
     assert res.exit_code == 0, res.output
     report = json.loads((out / "bootstrap_report.json").read_text())
     assert [s["level"] for s in report["stages"]] == [0, 0, 1] and all(s["steps"] == 1 for s in report["stages"])
     assert [s["kind"] for s in report["stages"]] == ["grounding", "grounding", "navigation"]
     assert [s["coarse_grid"] for s in report["stages"]] == [4, 0, 0]
     assert [s["index"] for s in report["stages"]] == [0, 1, 4]  # seeds and checkpoint dirs of one full run
-    assert [s["index"] for s in report["skipped"]] == [2, 3, 5, 6, 7, 8]
+    assert [s["index"] for s in report["skipped"]] == [2, 3] + list(range(5, len(DEFAULT_STAGES)))
     # a skipped grounding stage's data is made only for the replay of a later trained stage
     made = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "boot.work").glob("level*-*-*"))
     assert made == ["level0-grounding", "level1-grounding", "level1-navigation"]
@@ -163,19 +168,19 @@ def test_continuing_from_a_stage_checkpoint_trains_what_one_run_would(tmp_path: 
     spec = load_spec(SPEC)
     plan = scaled(DEFAULT_STAGES, 0.001)
     one = tmp_path / "one"
-    bootstrap(tmp_path / "one-out", spec, work_dir=one, stages=with_steps(plan, [2, 2, 2, 0, 0, 0, 0, 0, 0]), eval_limit=1)
+    bootstrap(tmp_path / "one-out", spec, work_dir=one, stages=with_steps(plan, _steps(2, 2, 2)), eval_limit=1)
     assert not list(one.glob("level1-navigation-*"))  # a trailing skipped stage synthesises nothing
     again = tmp_path / "again"
     again.mkdir()
     for d in one.glob("level*"):  # the same synthesised data (deterministic anyway; saves the time)
         (again / d.name).symlink_to(d)
-    report = bootstrap(tmp_path / "again-out", spec, work_dir=again, stages=with_steps(plan, [0, 0, 2, 0, 0, 0, 0, 0, 0]),
+    report = bootstrap(tmp_path / "again-out", spec, work_dir=again, stages=with_steps(plan, _steps(0, 0, 2)),
                        eval_limit=1, init_checkpoint=one / "ckpt-1-level0-grounding" / "step-00000002")
     assert [s["index"] for s in report["stages"]] == [2] and report["stages"][0]["replayed"] > 0
     assert report["earlier"] == []  # a fresh work directory: nothing recorded before
     # continuing in the run's own work directory keeps what its progress file said of the stages skipped now
     recorded = json.loads((one / "bootstrap_progress.json").read_text())["stages"]
-    cont = bootstrap(tmp_path / "cont-out", spec, work_dir=one, stages=with_steps(plan, [0, 0, 0, 0, 1, 0, 0, 0, 0]), eval_limit=1,
+    cont = bootstrap(tmp_path / "cont-out", spec, work_dir=one, stages=with_steps(plan, _steps(0, 0, 0, 0, 1)), eval_limit=1,
                      init_checkpoint=one / "ckpt-2-level1-grounding" / "step-00000002")
     assert cont["earlier"] == recorded and [s["index"] for s in cont["stages"]] == [4]
     assert json.loads((one / "bootstrap_progress.json").read_text())["earlier"] == recorded

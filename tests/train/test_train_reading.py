@@ -57,7 +57,9 @@ def test_encode_pools_each_button_over_its_own_screen() -> None:
     first = len(screens[0].buttons)
     assert dense[:first, 16:].abs().sum() == 0 and dense[first:, :16].abs().sum() == 0  # only its own screen's tokens
     bare = next(s for s in labelled_screens(3, 40, level=0) if not s.buttons)  # level 0 labels half its buttons
-    assert encode(proc, [bare], 2) is None
+    assert encode(proc, [bare], 2) is None and encode(proc, [], 2) is None
+    one_by_one = torch.cat([proc(images=[s.image], return_tensors="pt")["pixel_values"] for s in screens])
+    assert torch.equal(b.pixel_values, one_by_one)  # one processor call for the batch, the same patches
 
 
 @pytest.mark.slow
@@ -88,6 +90,12 @@ def test_reading_moves_only_the_vision_tower_and_checkpoints(train_tiny_dir: Pat
     seed = next(k for k in range(100) if not labelled_screens(k, 1, level=0)[0].buttons)
     with pytest.raises(ValueError, match="no labelled button"):  # a clear error, not a silent no-op
         train_reading(model, processor, steps=1, lr=1e-3, seed=seed, level=0, batch=1, eval_screens=1)
+    from venus_core.train.reading import ReadingTask
+    from venus_core.train.sft import freeze_vision
+
+    freeze_vision(model)
+    with pytest.raises(ValueError, match="frozen"):
+        ReadingTask(model, processor, weight=1.0, seed=1)
 
 
 def _sft_with_reading(tiny: Path, data: Path, ckpt: Path, **kw: object):  # type: ignore[no-untyped-def]
@@ -102,9 +110,12 @@ def _sft_with_reading(tiny: Path, data: Path, ckpt: Path, **kw: object):  # type
 
     model, proc = load_model(tiny, ModelSpec())
     corpus = load_corpus([data], validation_fraction=0.1, history_len=5, seed=0)
+    rng = torch.get_rng_state()
     task = ReadingTask(model, proc, weight=0.5, seed=9, batch=2)
+    assert torch.equal(torch.get_rng_state(), rng)  # its classifier's seeded init leaves the caller's RNG alone
     tracker = MemoryTracker()
-    cfg = MidTrainSpec(max_steps=4, batch_size=2, lr=2e-3, warmup_steps=1, save_every=2, eval_every=100, seed=1)
+    cfg = MidTrainSpec(max_steps=4, batch_size=2, lr=2e-3, warmup_steps=1, save_every=2, eval_every=100, seed=1,
+                       freeze_vision=bool(kw.pop("freeze_vision", False)))
     env = kw.pop("env", DistEnv(0, 1, 0, torch.device("cpu"), "single"))
     res = train_sft(model, proc, corpus, MixtureSpec(perception=0, vqa=0, grounding=1, navigation=0), cfg, env,
                     ckpt_dir=ckpt, tracker=tracker, eval_limit=1, aux_tasks=[task], **kw)  # type: ignore[arg-type]
@@ -127,3 +138,6 @@ def test_reading_beside_grounding_is_logged_checkpointed_and_resumes_exactly(
     assert all(torch.equal(head0[k], v) for k, v in task_b.module.state_dict().items())
     with pytest.raises(ValueError, match="single process"):
         _sft_with_reading(train_tiny_dir, grounding_l0, tmp_path / "c", env=DistEnv(0, 2, 0, torch.device("cpu"), "ddp"))
+    with pytest.raises(ValueError, match="freeze_vision"):  # reading trains the tower: a frozen one is refused
+        _sft_with_reading(train_tiny_dir, grounding_l0, tmp_path / "d", freeze_vision=True)
+

@@ -223,7 +223,6 @@ def bootstrap(
             report["skipped"].append({"index": k, "level": st.level, "kind": st.kind, "records": st.n})
             if st.kind != "grounding" or k > last:
                 continue
-        seed = st.seed or 1000 + st.level
         if st.kind == "reading":
             c0 = time.process_time()
             read = train_reading(model, processor, steps=st.steps, lr=st.lr or spec.mid_train.lr,
@@ -236,6 +235,7 @@ def bootstrap(
                                      "stage_cpu_s": round(time.process_time() - c0, 1)})
             _write_json(work / "bootstrap_progress.json", report)
             continue
+        seed = st.seed or 1000 + st.level
         data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else ""))
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():

@@ -61,14 +61,14 @@ def button_cells(box: tuple[int, int, int, int], rows: int, cols: int) -> list[i
 
 def encode(image_processor: Any, screens: list[LabelledScreen], merge: int) -> ReadingBatch | None:
     """The batch of `screens` (None when none of them has a labelled button)."""
-    px, grids, rows_, cols_, vals, labels = [], [], [], [], [], []
+    if not screens:
+        return None
+    enc = image_processor(images=[s.image for s in screens], return_tensors="pt")  # one call: patches concatenated
+    rows_, cols_, vals, labels = [], [], [], []
     offset = 0
-    for s in screens:
-        enc = image_processor(images=[s.image], return_tensors="pt")
-        t, h, w = (int(v) for v in enc["image_grid_thw"][0])
+    for s, thw in zip(screens, enc["image_grid_thw"]):
+        t, h, w = (int(v) for v in thw)
         gh, gw = h // merge, w // merge
-        px.append(enc["pixel_values"])
-        grids.append((t, h, w))
         for box, word in s.buttons:
             cells = button_cells(box, gh, gw)
             if not cells:  # a box narrower than half a cell still covers the cell of its centre
@@ -84,7 +84,7 @@ def encode(image_processor: Any, screens: list[LabelledScreen], merge: int) -> R
         return None
     pool = torch.sparse_coo_tensor(torch.tensor([rows_, cols_]), torch.tensor(vals), (len(labels), offset),
                                    check_invariants=True)
-    return ReadingBatch(torch.cat(px), torch.tensor(grids), pool.coalesce(), torch.tensor(labels))
+    return ReadingBatch(enc["pixel_values"], enc["image_grid_thw"], pool.coalesce(), torch.tensor(labels))
 
 
 class ReadingHead(torch.nn.Module):
@@ -140,11 +140,12 @@ class ReadingTask:
         self.model, self.processor = model, processor
         self.weight, self.seed, self.level, self.batch = weight, seed, level, batch
         self.tower, self.merge = vision_tower(model), _merge_size(model)
-        for p in self.tower.parameters():
-            p.requires_grad_(True)
-        torch.manual_seed(seed)
+        if not any(p.requires_grad for p in self.tower.parameters()):
+            raise ValueError("reading task: the vision tower is frozen (mid_train.freeze_vision?); reading trains it")
         width = int(model.config.text_config.hidden_size)  # type: ignore[attr-defined]
-        self.module = ReadingHead(width).to(next(self.tower.parameters()).device)
+        with torch.random.fork_rng(devices=[]):  # the classifier's init is seeded; the caller's RNG is left alone
+            torch.manual_seed(seed)
+            self.module = ReadingHead(width).to(next(self.tower.parameters()).device)
         self.data_s = 0.0
 
     def loss(self, step: int) -> torch.Tensor:

@@ -127,6 +127,9 @@ def train_sft(
     `aux_tasks`: auxiliary tasks, one loss each per optimizer step (single process only)."""
     tracker = tracker or NullTracker()
     t_wall, t_cpu = time.perf_counter(), time.process_time()
+    if aux_tasks and cfg.freeze_vision:
+        raise ValueError(f"auxiliary tasks ({', '.join(a.name for a in aux_tasks)}) train the vision tower, which "
+                         "mid_train.freeze_vision freezes: drop one of the two")
     torch.manual_seed(cfg.seed + env.rank)
     model.to(env.device)
     model.train()
