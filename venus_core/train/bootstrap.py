@@ -84,9 +84,10 @@ screens, in a new order), then level 1's single-screen tasks as navigation episo
 by label) and 3 (app screens, the full mixture) are not trained here: the tiny vision tower does not
 read the labels (a linear probe on its token under the target finds the word at chance level,
 docs/learning.md; the reading task, `Stage(kind="reading")` or `Stage.read`, teaches it, and a
-level-2 grounding stage with it beside reaches 30-53 % of held-out level-2 screens against 14 %,
-but these stages are not in the shipped plan yet: a grounding-only stage costs the navigation
-format, see G1 in docs/learning.md), and the level-3 mixture at lr 2e-3 undid levels 0-1 (level 0 86 -> 40 %, level 1
+level-2 grounding with it beside reaches 67-79 % of held-out level-2 screens against 14 %, but
+these stages are not in the shipped plan yet: a grounding-only stage costs the navigation format,
+and the level-2 navigation stages that bring it back cost level-1 refusals and MiniWoB++ clicks;
+`scripts/experiments/reading_consolidate.py`, docs/learning.md), and the level-3 mixture at lr 2e-3 undid levels 0-1 (level 0 86 -> 40 %, level 1
 99 -> 78 % on held-out screens); mid-training trains the four-domain mixture anyway. Measured
 (docs/learning.md): exact targets from random init left the answers independent of the image for
 1,200 steps; 400 coarse steps then 100 exact ones reached 67 % held-out hits on level 0 (94.5 %

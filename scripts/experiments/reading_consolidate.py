@@ -1,0 +1,83 @@
+"""Level 2 in the bootstrap: the reading stages, then which navigation stages bring the action format back?
+
+Continues a bootstrap checkpoint (default: the shipped one) through the plan's nine stages (skipped;
+their grounding data is the replay pool) and four more, with the indices, seeds and checkpoint
+directories one 13-stage plan would give them:
+
+- 9, 10: level-2 grounding with the reading task beside it (`Stage.read`), 4,000 fresh level-0
+  records beside the stage's 8,000 level-2 ones, instruction head, 20 % replay of levels 0-1,
+  lr 1e-3; two runs of the cosine schedule. They teach the choice by label but cost the UI-Venus
+  action format (docs/learning.md);
+- 11, 12: level-2 navigation (level-2 episodes, 2,000 level-0 and 2,000 level-1 ones beside them,
+  grounding replay of levels 0-2, instruction head, reading beside), in one of two arms:
+  `A`: the shipped recipe's format stage first (stage 4: the spec's mixture, replay 30 %, lr 1e-3,
+  no attention supervision), then a stage-8-like stage (50 % grounding rows, replay 50 %, lr 5e-4,
+  attention supervision, MiniWoB++ oracle episodes of click-test / click-test-2 / click-color);
+  `B`: two stage-8-like stages (the first without the MiniWoB++ episodes).
+
+`--steps` gives the four stages' steps (0 skips one: `--init WORK/ckpt-10-level2-grounding/step-N
+--steps 0,0,600,400` continues after the grounding stages, as one run would); `--data DIR` symlinks
+already synthesised `level*` / `extra*` directories into the work directory. Score the output with
+`venus eval grounding --model OUT --data SUITE/grounding` and `venus eval online --model OUT
+--target sim-phone:levels=L,episodes=200,max_steps=5`.
+
+    OMP_NUM_THREADS=1 python scripts/experiments/reading_consolidate.py --arm A --out OUT --work WORK
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+SHIPPED = Path(__file__).resolve().parents[2] / "venus_core" / "models" / "assets" / "venus-tiny-bootstrap"
+SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arm", choices=("A", "B"), required=True)
+    ap.add_argument("--init", default=str(SHIPPED), help="a directory with model.safetensors to start from")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
+    ap.add_argument("--steps", default="4000,4000,600,400", help="steps of stages 9-12 (0 skips one)")
+    args = ap.parse_args()
+
+    import torch
+
+    from venus_core.config.loader import load_spec
+    from venus_core.config.spec import MixtureSpec
+    from venus_core.train.bootstrap import DEFAULT_STAGES, GROUNDING_ONLY, Extra, Stage, bootstrap
+
+    torch.set_num_threads(1)
+    half = MixtureSpec(perception=0.0, vqa=0.0, grounding=0.5, navigation=0.5)
+    beside = (Extra(0, 2000), Extra(1, 2000))
+    miniwob = Extra(0, 300, "web", miniwob=("click-test", "click-test-2", "click-color"))
+    last = Stage(2, "navigation", 4000, 400, half, head=1.0, replay=0.5, lr=5e-4, attend=1.0, read=1.0,
+                 extra=(*beside, miniwob))
+    first = {"A": Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0, extra=beside),
+             "B": replace(last, extra=beside)}[args.arm]
+    reading = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
+                    extra=(Extra(0, 4000),))
+    steps = [int(k) for k in args.steps.split(",")]
+    if len(steps) != 4 or min(steps) < 0 or not any(steps):
+        raise SystemExit(f"--steps: need 4 step counts >= 0, not all 0, got {args.steps}")
+    plan = tuple(replace(st, steps=k) for st, k in zip((reading, reading, first, last), steps))
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    for d in args.data:
+        for src in [*Path(d).glob("level*"), *Path(d).glob("extra*")]:
+            if not (work / src.name).exists():
+                (work / src.name).symlink_to(src.absolute())
+    stages = tuple(replace(s, steps=0) for s in DEFAULT_STAGES[:9]) + plan
+    report = bootstrap(args.out, load_spec(SPEC), work_dir=work, stages=stages, init_checkpoint=args.init)
+    for st in report["stages"]:
+        print(json.dumps({"index": st["index"], "kind": st["kind"], "steps": st["steps"],
+                          "held_out": {k: v["value"] for k, v in st["held_out"].items()},
+                          "cpu_s": st.get("train_cpu_s")}))
+
+
+if __name__ == "__main__":
+    main()
