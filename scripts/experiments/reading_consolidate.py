@@ -13,9 +13,11 @@ directories one 13-stage plan would give them:
   `A`: the shipped recipe's format stage first (stage 4: the spec's mixture, replay 30 %, lr 1e-3,
   no attention supervision), then a stage-8-like stage (50 % grounding rows, replay 50 %, lr 5e-4,
   attention supervision, MiniWoB++ oracle episodes of click-test / click-test-2 / click-color);
-  `B`: two stage-8-like stages (the first without the MiniWoB++ episodes).
+  `B`: two stage-8-like stages (the first without the MiniWoB++ episodes);
+- 13 (`--third 70` or `--third 90`): one more stage-8-like stage on fresh level-2 episodes (seed
+  1204) with 70 % grounding rows and the MiniWoB++ episodes, or 90 % without them; replay 60 %.
 
-`--steps` gives the four stages' steps (0 skips one: `--init WORK/ckpt-10-level2-grounding/step-N
+`--steps` gives the stages' steps, 4 or with `--third` 5 (0 skips one: `--init WORK/ckpt-10-level2-grounding/step-N
 --steps 0,0,600,400` continues after the grounding stages, as one run would); `--data DIR` symlinks
 already synthesised `level*` / `extra*` directories into the work directory. Score the output with
 `venus eval grounding --model OUT --data SUITE/grounding` and `venus eval online --model OUT
@@ -42,7 +44,9 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
-    ap.add_argument("--steps", default="4000,4000,600,400", help="steps of stages 9-12 (0 skips one)")
+    ap.add_argument("--steps", default="4000,4000,600,400", help="steps of stages 9-12[-13] (0 skips one)")
+    ap.add_argument("--third", choices=("none", "70", "90"), default="none",
+                    help="stage 13: 70 %% grounding rows with the MiniWoB++ episodes, or 90 %% without them")
     args = ap.parse_args()
 
     import torch
@@ -61,10 +65,17 @@ def main() -> None:
              "B": replace(last, extra=beside)}[args.arm]
     reading = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
                     extra=(Extra(0, 4000),))
+    stages_ = [reading, reading, first, last]
+    if args.third != "none":
+        g, n = {"70": (0.7, 0.3), "90": (0.9, 0.1)}[args.third]
+        stages_.append(replace(last, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=n),
+                               replay=0.6, seed=1204, extra=(*beside, miniwob) if args.third == "70" else beside))
     steps = [int(k) for k in args.steps.split(",")]
-    if len(steps) != 4 or min(steps) < 0 or not any(steps):
-        raise SystemExit(f"--steps: need 4 step counts >= 0, not all 0, got {args.steps}")
-    plan = tuple(replace(st, steps=k) for st, k in zip((reading, reading, first, last), steps))
+    if len(steps) == 4 and len(stages_) == 5:
+        steps.append(400)
+    if len(steps) != len(stages_) or min(steps) < 0 or not any(steps):
+        raise SystemExit(f"--steps: need {len(stages_)} step counts >= 0, not all 0, got {args.steps}")
+    plan = tuple(replace(st, steps=k) for st, k in zip(stages_, steps))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     for d in args.data:
