@@ -140,4 +140,3 @@ def test_reading_beside_grounding_is_logged_checkpointed_and_resumes_exactly(
         _sft_with_reading(train_tiny_dir, grounding_l0, tmp_path / "c", env=DistEnv(0, 2, 0, torch.device("cpu"), "ddp"))
     with pytest.raises(ValueError, match="freeze_vision"):  # reading trains the tower: a frozen one is refused
         _sft_with_reading(train_tiny_dir, grounding_l0, tmp_path / "d", freeze_vision=True)
-
