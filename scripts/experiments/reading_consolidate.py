@@ -17,6 +17,9 @@ directories one 13-stage plan would give them:
 - 13 (`--third 70` or `--third 90`): one more stage-8-like stage on fresh level-2 episodes (seed
   1204) with 70 % grounding rows and the MiniWoB++ episodes, or 90 % without them; replay 60 %.
 
+`--refusal R` raises the refusal share of the synthesised grounding records of every stage (and
+gives the navigation stages 1,000 fresh level-0 and level-1 grounding records each); `--miniwob N`
+sets the MiniWoB++ episodes per task, `--miniwob-first` puts them in the first navigation stage too.
 `--steps` gives the stages' steps, 4 or with `--third` 5 (0 skips one: `--init WORK/ckpt-10-level2-grounding/step-N
 --steps 0,0,600,400` continues after the grounding stages, as one run would); `--data DIR` symlinks
 already synthesised `level*` / `extra*` directories into the work directory. Score the output with
@@ -47,6 +50,11 @@ def main() -> None:
     ap.add_argument("--steps", default="4000,4000,600,400", help="steps of stages 9-12[-13] (0 skips one)")
     ap.add_argument("--third", choices=("none", "70", "90"), default="none",
                     help="stage 13: 70 %% grounding rows with the MiniWoB++ episodes, or 90 %% without them")
+    ap.add_argument("--refusal", type=float, default=0.0,
+                    help="refusal share of the stages' synthesised grounding records (0 = the default 10 %%); "
+                         "with it the navigation stages also take 1,000 fresh level-0 and level-1 grounding records each")
+    ap.add_argument("--miniwob", type=int, default=300, help="MiniWoB++ oracle episodes per task in the navigation stages")
+    ap.add_argument("--miniwob-first", action="store_true", help="the MiniWoB++ episodes in the first navigation stage too")
     args = ap.parse_args()
 
     import torch
@@ -58,13 +66,17 @@ def main() -> None:
     torch.set_num_threads(1)
     half = MixtureSpec(perception=0.0, vqa=0.0, grounding=0.5, navigation=0.5)
     beside = (Extra(0, 2000), Extra(1, 2000))
-    miniwob = Extra(0, 300, "web", miniwob=("click-test", "click-test-2", "click-color"))
+    if args.refusal:
+        beside += (Extra(0, 1000, kind="grounding"), Extra(1, 1000, kind="grounding"))
+    miniwob = Extra(0, args.miniwob, "web", miniwob=("click-test", "click-test-2", "click-color"))
     last = Stage(2, "navigation", 4000, 400, half, head=1.0, replay=0.5, lr=5e-4, attend=1.0, read=1.0,
-                 extra=(*beside, miniwob))
-    first = {"A": Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0, extra=beside),
-             "B": replace(last, extra=beside)}[args.arm]
+                 extra=(*beside, miniwob), refusal=args.refusal)
+    first_extra = (*beside, miniwob) if args.miniwob_first else beside
+    first = {"A": Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
+                        extra=first_extra, refusal=args.refusal),
+             "B": replace(last, extra=first_extra)}[args.arm]
     reading = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
-                    extra=(Extra(0, 4000),))
+                    extra=(Extra(0, 4000),), refusal=args.refusal)
     stages_ = [reading, reading, first, last]
     if args.third != "none":
         g, n = {"70": (0.7, 0.3), "90": (0.9, 0.1)}[args.third]

@@ -188,6 +188,37 @@ def test_continuing_from_a_stage_checkpoint_trains_what_one_run_would(tmp_path: 
     assert (again / "ckpt-2-level1-grounding" / "step-00000002" / "model.safetensors").read_bytes() == first
 
 
+def test_a_stage_refusal_share_reaches_its_own_and_its_extra_grounding_records(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from venus_core.config.loader import load_spec
+    from venus_core.data.store import DatasetReader
+    from venus_core.train.bootstrap import Extra, Stage, bootstrap
+
+    spec = load_spec(SPEC)
+    skipped = tuple(replace(s, steps=0) for s in scaled(DEFAULT_STAGES[:5], 0.001))
+    plan = skipped + (
+        Stage(2, "grounding", 40, 1, None, head=1.0, lr=1e-3, refusal=0.5),
+        Stage(2, "navigation", 4, 1, None, head=1.0, replay=0.3, lr=1e-3, refusal=0.5,
+              extra=(Extra(0, 40, kind="grounding"), Extra(0, 4))),
+    )
+    work = tmp_path / "work"
+    report = bootstrap(tmp_path / "out", spec, work_dir=work, stages=plan, eval_limit=1)
+    grounding, navigation = report["stages"]
+    assert grounding["refusal_share"] == navigation["refusal_share"] == 0.5
+    assert [e["kind"] for e in navigation["extra"]] == ["grounding", "navigation"]
+    own = list(DatasetReader(work / "level2-grounding-40-refusal50"))
+    extra = list(DatasetReader(work / "extra6.0-level0-grounding-both-40-refusal50"))
+    for records in (own, extra):  # 50 % asked, a screen without an absent candidate answers instead
+        assert 10 <= sum(r.refusal for r in records) <= 30, sum(r.refusal for r in records)
+    assert (work / "extra6.1-level0-navigation-both-4").is_dir()  # navigation records keep their name
+    assert navigation["data"]["train"]["grounding"] + navigation["data"]["held_out"].get("grounding", 0) \
+        >= 40 + navigation["replayed"]  # the extra grounding records reached the navigation stage's corpus
+    with pytest.raises(ValueError, match="Stage.refusal"):
+        bootstrap(tmp_path / "bad", spec, work_dir=tmp_path / "bad-work", eval_limit=1,
+                  stages=skipped + (Stage(2, "grounding", 4, 1, None, refusal=1.5),))
+
+
 @pytest.mark.slow
 def test_a_stage_trains_on_its_extra_records_synthetic_and_miniwob(tmp_path: Path) -> None:
     import shutil

@@ -40,6 +40,7 @@ class Extra:
     size: tuple[int, int] | None = None  # (width, height); None = the level's curriculum size
     miniwob: tuple[str, ...] = ()  # MiniWoB++ tasks: `n` oracle episodes of each, collected in headless Chromium
     # (page seeds from the extra's seed; `level` and `size` do not apply) instead of synthetic records
+    kind: str = ""  # synth kind of the records; "" = the stage's (a navigation stage may take fresh grounding records)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Stage:
     seed: int = 0  # synthesis seed of the stage's own records; 0 = 1000 + level (a stage may want fresh records of a level)
     read: float = 0.0  # weight of the reading task (train/reading.py) beside the stage's own loss: the vision tower reads
     # the words of 16 fresh level-2 boards a step (seed 3000 + 10 * stage index); 0 = off
+    refusal: float = 0.0  # share of the stage's synthesised grounding records (its own and its extras') that name an
+    # element absent from the screen (answer [-1,-1]); 0 = the synthesis default (data/synth REFUSAL_SHARE, 10 %)
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
@@ -87,13 +90,14 @@ docs/learning.md; the reading task, `Stage(kind="reading")` or `Stage.read`, tea
 level-2 grounding with it beside reaches 67-79 % of held-out level-2 screens against 14 %, but
 these stages are not in the shipped plan yet: a grounding-only stage costs the navigation format,
 and the level-2 navigation stages that bring it back cost level-1 refusals and MiniWoB++ clicks;
-`scripts/experiments/reading_consolidate.py`, docs/learning.md), and the level-3 mixture at lr 2e-3 undid levels 0-1 (level 0 86 -> 40 %, level 1
-99 -> 78 % on held-out screens); mid-training trains the four-domain mixture anyway. Measured
-(docs/learning.md): exact targets from random init left the answers independent of the image for
-1,200 steps; 400 coarse steps then 100 exact ones reached 67 % held-out hits on level 0 (94.5 %
-after 400). Leaving the coarse plateau is stochastic (250 to > 450 steps over data seeds; at
-commit c1c9ac7 seed 0 was still on it after 800 coarse + 300 exact steps, 15/76 hits, and reached
-75 % after 2,400 coarse and 97 % after 600 exact), hence 2,400 + 600. Data:
+`scripts/experiments/reading_consolidate.py`, docs/learning.md), and the level-3 mixture at
+lr 2e-3 undid levels 0-1 (level 0 86 -> 40 %, level 1 99 -> 78 % on held-out screens);
+mid-training trains the four-domain mixture anyway. Measured (docs/learning.md): exact targets
+from random init left the answers independent of the image for 1,200 steps; 400 coarse steps
+then 100 exact ones reached 67 % held-out hits on level 0 (94.5 % after 400). Leaving the coarse
+plateau is stochastic (250 to > 450 steps over data seeds; at commit c1c9ac7 seed 0 was still on it
+after 800 coarse + 300 exact steps, 15/76 hits, and reached 75 % after 2,400 coarse and 97 % after
+600 exact), hence 2,400 + 600. Data:
 45 passes over 384 level-0 records gave answer loss 0.55 on them and 2.28 on unseen screens, so
 data must grow with steps; synthesis is cheap next to training (the shipped run's report: 9.4 s
 for 8,000 level-1 screens, 13 s for 1,200 level-3 mixture records).
@@ -194,6 +198,7 @@ def bootstrap(
     those weights instead of random init. Returns the report (also `out_dir/bootstrap_report.json`).
     """
     from venus_core.data.synth import synthesize
+    from venus_core.data.synth.generate import REFUSAL_SHARE
     from venus_core.models.loading import load_model, save_model
     from venus_core.train.data import coarse_targets, load_corpus
     from venus_core.train.distributed import DistEnv
@@ -237,11 +242,14 @@ def bootstrap(
             _write_json(work / "bootstrap_progress.json", report)
             continue
         seed = st.seed or 1000 + st.level
-        data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else ""))
+        ref = _refusal_suffix(st.refusal)
+        data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else "")
+                       + (ref if st.kind == "grounding" else ""))
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():
-            synthesize(st.kind, st.n, st.level, seed, data, platform="both")  # type: ignore[arg-type]
-        extras = [work / _extra_name(k, i, st.kind, ex) for i, ex in enumerate(st.extra if st.steps else ())]
+            synthesize(st.kind, st.n, st.level, seed, data, platform="both",  # type: ignore[arg-type]
+                       refusal_share=st.refusal or REFUSAL_SHARE)
+        extras = [work / _extra_name(k, i, st.kind, ex, ref) for i, ex in enumerate(st.extra if st.steps else ())]
         for i, (ex, path) in enumerate(zip(st.extra, extras)):
             ex_seed = 1100 + 10 * k + i
             if (path / "manifest.json").is_file():
@@ -249,7 +257,8 @@ def bootstrap(
             if ex.miniwob:
                 _collect_miniwob(ex, ex_seed, path)
             else:
-                synthesize(st.kind, ex.n, ex.level, ex_seed, path, platform=ex.platform, size=ex.size)  # type: ignore[arg-type]
+                synthesize(ex.kind or st.kind, ex.n, ex.level, ex_seed, path,  # type: ignore[arg-type]
+                           platform=ex.platform, size=ex.size, refusal_share=st.refusal or REFUSAL_SHARE)
         synth_s = time.perf_counter() - t0
         corpus = load_corpus([data, *extras], validation_fraction=0.05, history_len=spec.data.history_len,
                              seed=spec.data.seed)
@@ -284,7 +293,9 @@ def bootstrap(
         train_size = sum(len(v) for v in corpus.train.values())
         entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size,
-                            "miniwob": list(e.miniwob), "seed": 1100 + 10 * k + i} for i, e in enumerate(st.extra)],
+                            "miniwob": list(e.miniwob), "kind": e.kind or st.kind, "seed": 1100 + 10 * k + i}
+                           for i, e in enumerate(st.extra)],
+                 "refusal_share": st.refusal or REFUSAL_SHARE,
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
                  "replayed": replayed, "head": st.head, "attend": st.attend, "read": st.read, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
@@ -300,11 +311,20 @@ def bootstrap(
     return report
 
 
-def _extra_name(k: int, i: int, kind: str, ex: Extra) -> str:
+def _refusal_suffix(share: float) -> str:
+    """The data directory's suffix for a non-default refusal share (none for the default: the
+    shipped plan's directories keep their names)."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"bootstrap: Stage.refusal must be in [0, 1], got {share!r}")
+    return f"-refusal{round(100 * share)}" if share else ""
+
+
+def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "") -> str:
     if ex.miniwob:
         return f"extra{k}.{i}-miniwob-{'+'.join(ex.miniwob)}-{ex.n}"
     size = f"-{ex.size[0]}x{ex.size[1]}" if ex.size else ""
-    return f"extra{k}.{i}-level{ex.level}-{kind}-{ex.platform}{size}-{ex.n}"
+    kind = ex.kind or kind
+    return f"extra{k}.{i}-level{ex.level}-{kind}-{ex.platform}{size}-{ex.n}" + (refusal if kind == "grounding" else "")
 
 
 def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:
