@@ -86,12 +86,47 @@ def test_stage_threads_follow_omp_num_threads_else_every_usable_cpu(monkeypatch:
         stage_threads()
 
 
+# Put on PYTHONPATH, a fault for the stage processes kfp.local starts: the one whose component function
+# is $VENUS_TEST_FAIL_FUNCTION exits (status 1) before it runs. Nothing in the pipeline's arguments changes, so
+# the cache keys of the stages before it are the ones a clean run has.
+_FAULT = """
+import os, sys
+_target = os.environ.get("VENUS_TEST_FAIL_FUNCTION")
+if _target:
+    _argv = open("/proc/self/cmdline", "rb").read().decode(errors="replace").split("\\0")
+    if "--function_to_execute" in _argv and _argv[_argv.index("--function_to_execute") + 1:][:1] == [_target]:
+        raise SystemExit(f"injected fault: {_target} fails before it starts")
+"""
+
+
 @pytest.mark.slow
-def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) -> None:
+def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
     shrink = [*SHRINK, f"eval.held_out_suites.cache_dir={tmp_path / 'suites'}"]
+    # First the run fails at its last stage (evaluate) ...
+    fault = tmp_path / "fault"
+    fault.mkdir()
+    (fault / "sitecustomize.py").write_text(_FAULT)
+    with monkeypatch.context() as m:
+        m.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(fault), os.environ.get("PYTHONPATH")])))
+        m.setenv("VENUS_TEST_FAIL_FUNCTION", "evaluate")
+        with pytest.raises(LocalRunError) as info:
+            run_local(TINY, shrink, tmp_path, echo=None)
+    assert info.value.stage == "evaluate" and "injected fault: evaluate" in info.value.log_tail
+    failed = info.value.summary
+    assert failed["status"] == "FAILURE" and [s["status"] for s in failed["stages"]][-1] == "FAILURE"
+    stages = failed["stages"][:-1]  # every stage before it ran, none from a cache
+    assert stages and all(s["status"] == "SUCCESS" and s["seconds"] > 0 and not s["cached"] for s in stages)
+    # ... then the same spec into the same OUT (a re-run after the failure): the stages that finished come
+    # from kfp.local's cache with their outputs and metrics, only the failed one runs again.
     summary = run_local(TINY, shrink, tmp_path, echo=None)
-    stages = summary["stages"]
     assert summary["status"] == "SUCCESS"
+    first = {s["task"]: (s["outputs"], s["metrics"], s.get("domain")) for s in stages}
+    assert {s["task"]: (s["outputs"], s["metrics"], s.get("domain")) for s in summary["stages"][:-1]} == first
+    assert all(s["cached"] for s in summary["stages"][:-1])
+    stages = [*stages, summary["stages"][-1]]
+    assert stages[-1]["task"] == "evaluate" and not stages[-1]["cached"]
     assert summary["torch_threads"] == stage_threads()
     names = [s["stage"] for s in stages]
     assert names[:2] == ["score_data", "mid_train"] and names[-2:] == ["merge", "evaluate"]
@@ -122,7 +157,7 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path) 
     assert ev["metrics"]["mid/live-phone/success_n"] == ev["metrics"]["merge-distill/live-web/success_n"] == 2
     assert {"mid/held-out-navigation/step_success_ci_low", "mid/held-out-navigation/step_success_ci_high"} \
         <= set(ev["metrics"])
-    assert json.loads((tmp_path / "summary.json").read_text())["stages"] == stages
+    assert json.loads((tmp_path / "summary.json").read_text())["stages"] == summary["stages"]
     logs = {s["task"]: Path(s["log"]) for s in stages}  # kfp.local's stream, split per stage
     assert logs["offline-rl-2"].name == "offline_rl-mobile.log"
     assert all(f"Executing task '{task}'" in path.read_text() for task, path in logs.items())
