@@ -19,7 +19,8 @@ directories one 13-stage plan would give them:
 
 `--refusal R` raises the refusal share of the synthesised grounding records of every stage (and
 gives the navigation stages 1,000 fresh level-0 and level-1 grounding records each); `--miniwob N`
-sets the MiniWoB++ episodes per task, `--miniwob-first` puts them in the first navigation stage too.
+sets the MiniWoB++ episodes per task, `--miniwob-first` puts them in the first navigation stage too;
+`--grounding-runs K` runs the reading stages' schedule K times instead of twice (K more step counts).
 `--steps` gives the stages' steps, 4 or with `--third` 5 (0 skips one: `--init WORK/ckpt-10-level2-grounding/step-N
 --steps 0,0,600,400` continues after the grounding stages, as one run would); `--data DIR` symlinks
 already synthesised `level*` / `extra*` directories into the work directory. Score the output with
@@ -54,6 +55,7 @@ def main() -> None:
                     help="refusal share of the stages' synthesised grounding records (0 = the default 10 %%); "
                          "with it the navigation stages also take 1,000 fresh level-0 and level-1 grounding records each")
     ap.add_argument("--miniwob", type=int, default=300, help="MiniWoB++ oracle episodes per task in the navigation stages")
+    ap.add_argument("--grounding-runs", type=int, default=2, help="runs of the reading stages' cosine schedule (stages 9..)")
     ap.add_argument("--miniwob-first", action="store_true", help="the MiniWoB++ episodes in the first navigation stage too")
     args = ap.parse_args()
 
@@ -77,13 +79,15 @@ def main() -> None:
              "B": replace(last, extra=first_extra)}[args.arm]
     reading = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
                     extra=(Extra(0, 4000),), refusal=args.refusal)
-    stages_ = [reading, reading, first, last]
+    if args.grounding_runs < 1:
+        raise SystemExit(f"--grounding-runs: need >= 1, got {args.grounding_runs}")
+    stages_ = [reading] * args.grounding_runs + [first, last]
     if args.third != "none":
         g, n = {"70": (0.7, 0.3), "90": (0.9, 0.1)}[args.third]
         stages_.append(replace(last, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=n),
                                replay=0.6, seed=1204, extra=(*beside, miniwob) if args.third == "70" else beside))
     steps = [int(k) for k in args.steps.split(",")]
-    if len(steps) == 4 and len(stages_) == 5:
+    if len(steps) == len(stages_) - 1 and args.third != "none":
         steps.append(400)
     if len(steps) != len(stages_) or min(steps) < 0 or not any(steps):
         raise SystemExit(f"--steps: need {len(stages_)} step counts >= 0, not all 0, got {args.steps}")
