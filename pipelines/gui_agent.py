@@ -105,7 +105,7 @@ class _Stages:
         task = self._cache[stage](**kwargs, **({"domain": domain} if domain else {}))
         task.set_display_name(stage_display_name(stage, domain))
         task.set_caching_options(True)
-        apply_platform(task, stage, self.spec)
+        apply_platform(task, stage, self.spec, domain)
         return task
 
 

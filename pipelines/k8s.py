@@ -15,6 +15,11 @@ and for score_data (and generate_data when the flywheel judges, online_rl when `
 asks for the judge) with the `openai` judge the Secret
 `scoring.api_key_secret` (key VENUS_JUDGE_API_KEY, which the judge client sends and the `vllm` judge
 server checks).
+With `platform.device_registry`, the pods that lease devices through the gateway (online_rl per
+domain, generate_data; `leases_devices`) get it as $VENUS_DEVICE_REGISTRY, the client certificate
+Secret `platform.device_client_secret` mounted read-only with VENUS_DAAS_CA / _CERT / _KEY pointing at
+its files (its common name is the client id the registry binds leases to) and the label
+`venus.dev/device-client: "true"` the gateway's NetworkPolicy admits.
 The online_rl pods of a spec with a rollout server carry the label `venus.dev/rollout-client: "true"`:
 the rollout servers' dev-mode weight routes are unauthenticated, and their NetworkPolicy
 (manifests/overlays/gpu-cluster/vllm-rollout.yaml) admits only pods with that label.
@@ -45,6 +50,10 @@ TRAINING_STAGES = ("mid_train", "offline_rl", "online_rl")
 MODEL_CACHE_ENV = "VENUS_MODEL_CACHE"  # venus_core.runtime.base_model reads it
 KFP_RUN_ENV = "KFP_RUN_ID"  # venus_core.runtime.tracking.KFP_RUN_ENV
 ROLLOUT_CLIENT_LABEL = ("venus.dev/rollout-client", "true")  # the rollout servers' NetworkPolicy admits these pods
+DEVICE_CLIENT_LABEL = ("venus.dev/device-client", "true")  # the gateway's NetworkPolicy admits these pods
+DEVICE_CLIENT_MOUNT = "/etc/venus/device-client"
+REGISTRY_ENV = "VENUS_DEVICE_REGISTRY"  # venus_core.runtime.online_rl.REGISTRY_ENV
+DAAS_FILES = {"VENUS_DAAS_CA": "ca.crt", "VENUS_DAAS_CERT": "tls.crt", "VENUS_DAAS_KEY": "tls.key"}  # daas/tls.py
 RUN_ID_FIELD = "metadata.labels['pipeline/runid']"  # set on every pod of a run by the KFP API server
 
 
@@ -85,8 +94,25 @@ def loads_remote_base(stage: str, spec: AgentSpec) -> bool:
             or (stage == "generate_data" and spec.flywheel.policy == "model" and not spec.flywheel.policy_server))
 
 
-def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
-    """Resources of `stage`, endpoints as plain env, credentials from Secrets, the checkpoint PVC."""
+def leases_devices(stage: str, spec: AgentSpec, domain: str | None = None) -> bool:
+    """Whether the pod of `stage` (`domain`: online_rl's) leases its devices from the cluster's
+    registry (`platform.device_registry`): it plays through the gateway and the pool serves its domain."""
+    p, o = spec.platform, spec.online_rl
+    if not p.device_registry:
+        return False
+    if stage == "online_rl" and domain in ("mobile", "web"):
+        service = (o.web_device_service or o.device_service) if domain == "web" else o.device_service
+        return service == "gateway" and domain in p.device_domains
+    if stage == "generate_data" and spec.flywheel.enabled:
+        web = spec.flywheel.env == "miniwob"
+        service = (o.web_device_service or o.device_service) if web else o.device_service
+        return service == "gateway" and ("web" if web else "mobile") in p.device_domains
+    return False
+
+
+def apply_platform(task: Any, stage: str, spec: AgentSpec, domain: str | None = None) -> None:
+    """Resources of `stage`, endpoints as plain env, credentials from Secrets, the checkpoint PVC;
+    for a pod that leases devices (`leases_devices`), the registry, the client certificate and the label."""
     p = spec.platform
     apply_resources(task, getattr(p.resources, stage))
     if p.s3_endpoint:
@@ -109,6 +135,12 @@ def apply_platform(task: Any, stage: str, spec: AgentSpec) -> None:
         task.set_env_variable(MODEL_CACHE_ENV, f"{CHECKPOINTS_MOUNT}/models")
     if stage == "online_rl" and spec.online_rl.rollout_server:
         kubernetes.add_pod_label(task, *ROLLOUT_CLIENT_LABEL)
+    if leases_devices(stage, spec, domain):
+        task.set_env_variable(REGISTRY_ENV, p.device_registry)
+        kubernetes.use_secret_as_volume(task, p.device_client_secret, DEVICE_CLIENT_MOUNT)
+        for env, name in DAAS_FILES.items():
+            task.set_env_variable(env, f"{DEVICE_CLIENT_MOUNT}/{name}")
+        kubernetes.add_pod_label(task, *DEVICE_CLIENT_LABEL)
     # The Kubeflow run id, for MLflow nesting and per-run checkpoint directories; from the pod's
     # label rather than a component input, which would change every run and defeat caching.
     kubernetes.use_field_path_as_env(task, KFP_RUN_ENV, RUN_ID_FIELD)

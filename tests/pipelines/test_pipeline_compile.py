@@ -378,3 +378,48 @@ def test_every_stage_outputs_metrics_and_evaluate_an_html_report(
         assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics", job
     assert comps["comp-evaluate"]["outputDefinitions"]["artifacts"]["report"]["artifactType"]["schemaTitle"] \
         == "system.HTML"
+
+
+def test_pods_that_lease_devices_get_the_registry_the_client_certificate_and_the_label(tmp_path: Path) -> None:
+    """ui-venus-1.5-8b leases its web domain's browsers from the cluster's registry: only online_rl's web
+    pod gets $VENUS_DEVICE_REGISTRY, the client-certificate Secret as files with VENUS_DAAS_* at them and
+    the device-client label; a registry serving both domains adds the mobile pod, and generate_data when
+    the flywheel runs; `device_service: local` or no registry leaves every pod without them."""
+    from pipelines.k8s import DEVICE_CLIENT_LABEL, DEVICE_CLIENT_MOUNT
+
+    def leasing(overrides: list[str]) -> dict[str, dict[str, Any]]:
+        ir = _compile(load_spec(ROOT / "agents" / "ui-venus-1.5-8b", overrides), tmp_path)
+        out = {}
+        for name, ex in ir["platforms"]["kubernetes"]["deploymentSpec"]["executors"].items():
+            labels = ex.get("podMetadata", {}).get("labels", {})
+            volumes = ex.get("secretAsVolume", [])
+            if DEVICE_CLIENT_LABEL[0] in labels or volumes:
+                out[name] = {"label": labels.get(DEVICE_CLIENT_LABEL[0]), "volumes": volumes}
+        return out
+
+    def env(overrides: list[str], task: str) -> dict[str, str]:
+        ir = _compile(load_spec(ROOT / "agents" / "ui-venus-1.5-8b", overrides), tmp_path)
+        executor = ir["deploymentSpec"]["executors"][task]["container"]
+        return {e["name"]: e["value"] for e in executor.get("env", [])}
+
+    tasks = _tasks(_compile(load_spec(ROOT / "agents" / "ui-venus-1.5-8b"), tmp_path))
+    web = next(tasks[n]["componentRef"]["name"].replace("comp-", "exec-") for n in tasks if n.startswith("online-rl")
+               and tasks[n]["inputs"]["parameters"]["domain"]["runtimeValue"]["constant"] == "web")
+    got = leasing([])
+    assert list(got) == [web], got
+    assert got[web]["label"] == DEVICE_CLIENT_LABEL[1]
+    (volume,) = got[web]["volumes"]
+    assert volume["secretName"] == "venus-device-client" and volume["mountPath"] == DEVICE_CLIENT_MOUNT
+    variables = env([], web)
+    assert variables["VENUS_DEVICE_REGISTRY"] == "https://device-gateway.venus.svc.cluster.local:7070"
+    assert {k: variables[k] for k in ("VENUS_DAAS_CA", "VENUS_DAAS_CERT", "VENUS_DAAS_KEY")} == {
+        "VENUS_DAAS_CA": f"{DEVICE_CLIENT_MOUNT}/ca.crt", "VENUS_DAAS_CERT": f"{DEVICE_CLIENT_MOUNT}/tls.crt",
+        "VENUS_DAAS_KEY": f"{DEVICE_CLIENT_MOUNT}/tls.key"}
+    both = leasing(["platform.device_domains=[mobile, web]", "flywheel.enabled=true", "flywheel.env=miniwob"])
+    assert sorted(both) == sorted([*(n for n in leasing(["platform.device_domains=[mobile, web]"])), "exec-generate-data"])
+    assert len([n for n in both if n.startswith("exec-online-rl")]) == 2
+    assert leasing(["online_rl.device_service=local"]) == {}
+    assert leasing(["platform.device_registry=null"]) == {}
+    assert "VENUS_DEVICE_REGISTRY" not in env(["platform.device_registry=null"], web)
+    with pytest.raises(Exception, match="device_registry"):
+        load_spec(ROOT / "agents" / "ui-venus-1.5-8b", ["platform.device_registry=device-gateway:7070"])

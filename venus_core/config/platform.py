@@ -61,5 +61,18 @@ class PlatformSpec(Section):
         description="ServiceAccount the run's pods use, set on the run by `venus submit` (none: the namespace's default)")
     kfp_host: str | None = Field(None, description="Kubeflow Pipelines API URL for `venus submit`")
     checkpoints_pvc: str | None = Field(None, description="PVC mounted at /checkpoints in training pods")
+    device_registry: str | None = Field(
+        None, pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="lease registry URL of the cluster's device pool (e.g. "
+        "https://device-gateway.venus.svc.cluster.local:7070): set as $VENUS_DEVICE_REGISTRY in the pods that lease "
+        "devices through the gateway (online_rl, generate_data) for `device_domains`; none: those jobs start a farm "
+        "of simulated phones / Chromium processes in their own pod")
+    device_domains: list[Literal["mobile", "web"]] = Field(
+        default_factory=lambda: ["mobile", "web"],
+        description="domains whose devices the registry's pool serves (mobile: simulated phones answering "
+        "`venus-load`; web: browser pods); the other domains keep their in-pod farm")
+    device_client_secret: str = Field(
+        "venus-device-client", description="Secret with the device-service client certificate (tls.crt, tls.key, "
+        "ca.crt), mounted read-only where device_registry is used; VENUS_DAAS_CA / _CERT / _KEY point at its files")
     images: ImagesSpec = Field(default_factory=ImagesSpec, description="container images (names or digests)")
     resources: StageResources = Field(default_factory=StageResources, description="resources per stage")
