@@ -78,44 +78,68 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         server.stop()
 
 
-def test_server_stopped_and_restarted_mid_run(mlflow_server: Server, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def _outage(server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, down_s: float, rate: float) -> dict:
+    """Log 10 steps, stop the server, log `rate` steps a second for `down_s` seconds (at least 50 steps),
+    start it again, log 10 more; check nothing was lost and the gap was reported. Returns figures."""
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
-    spec = spec_from_dict(apply_overrides({}, [f"platform.tracking_uri={mlflow_server.uri}",
-                                               "platform.experiment=outage"]))
+    spec = spec_from_dict(apply_overrides({}, [f"platform.tracking_uri={server.uri}",
+                                               f"platform.experiment=outage-{int(down_s)}"]))
     client = make_client(spec.platform.tracking_uri)
     parent = start_pipeline_run(spec, "outage-pipeline", client=client)
+    slowest = 0.0
     with stage_run("mid_train", spec, parent, client=client, spill_dir=tmp_path, max_buffer=20,
-                   flush_interval=0.1, backoff=(0.2, 2.0), close_timeout=60,
+                   flush_interval=0.1, backoff=(0.2, 2.0), close_timeout=120,
                    provenance={"inputs": [{"uri": "file:///d", "sha256": "0" * 64}]}) as tracker:
         for step in range(10):
             tracker.log_metrics({"loss": float(step)}, step=step)
         assert tracker.flush(timeout=30)
-        mlflow_server.stop()
+        server.stop()
         t0 = time.monotonic()
-        for step in range(10, 60):  # the training loop goes on; 50 > max_buffer so some spill to disk
+        step = 10
+        # the training loop goes on; more steps than max_buffer, so some spill to disk
+        while step < 60 or time.monotonic() - t0 < down_s:
+            t = time.monotonic()
             tracker.log_metrics({"loss": float(step)}, step=step)
-            time.sleep(0.01)
-        assert time.monotonic() - t0 < 5, "logging blocked while the server was down"
+            slowest = max(slowest, time.monotonic() - t)
+            step += 1
+            time.sleep(1.0 / rate)
         deadline = time.monotonic() + 30
         while not tracker.writer.gap.outages and time.monotonic() < deadline:
             time.sleep(0.1)
         assert tracker.writer.gap.outages, "the outage was not noticed"
-        mlflow_server.start()
-        for step in range(60, 70):
+        down = time.monotonic() - t0
+        server.start()
+        last = step + 10
+        for step in range(step, last):
             tracker.log_metrics({"loss": float(step)}, step=step)
         rid = tracker.run_id
+    assert slowest < 1.0, f"logging blocked for {slowest:.2f} s while the server was down"
     gap = tracker.gap
     assert gap is not None and gap.reported_to_server and gap.metrics_unsent == 0
     assert gap.metrics_spilled >= 20 and gap.metrics_delayed >= 50
     assert len(gap.outages) == 1 and gap.outages[0].end is not None and gap.outages[0].seconds > 1
     history = sorted((m.step, m.value) for m in client.get_metric_history(rid, "loss"))
-    assert history == [(s, float(s)) for s in range(70)]
+    assert history == [(s, float(s)) for s in range(last)]
     run = client.get_run(rid)
     assert run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent
     assert run.data.metrics["venus.tracking.metrics_spilled"] == gap.metrics_spilled
     windows = json.loads(run.data.tags["venus.tracking.outages"])
     assert len(windows) == 1 and windows[0]["seconds"] > 1
     assert {f.path for f in client.list_artifacts(rid)} >= {"provenance.json"}
+    return {"down_s": round(down, 1), "steps": last, "spilled": gap.metrics_spilled,
+            "delayed": gap.metrics_delayed, "slowest_log_s": round(slowest, 4)}
+
+
+def test_server_stopped_and_restarted_mid_run(mlflow_server: Server, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _outage(mlflow_server, tmp_path, monkeypatch, down_s=0.0, rate=100.0)
+
+
+@pytest.mark.soak_long
+def test_server_down_for_minutes(mlflow_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The soak job's outage: $VENUS_SOAK_OUTAGE_S seconds (default 180) at 20 steps a second."""
+    figures = _outage(mlflow_server, tmp_path, monkeypatch, down_s=float(os.environ.get("VENUS_SOAK_OUTAGE_S", "180")),
+                      rate=20.0)
+    print("outage figures:", json.dumps(figures))
