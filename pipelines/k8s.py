@@ -97,17 +97,12 @@ def loads_remote_base(stage: str, spec: AgentSpec) -> bool:
 def leases_devices(stage: str, spec: AgentSpec, domain: str | None = None) -> bool:
     """Whether the pod of `stage` (`domain`: online_rl's) leases its devices from the cluster's
     registry (`platform.device_registry`): it plays through the gateway and the pool serves its domain."""
-    p, o = spec.platform, spec.online_rl
-    if not p.device_registry:
-        return False
-    if stage == "online_rl" and domain in ("mobile", "web"):
-        service = (o.web_device_service or o.device_service) if domain == "web" else o.device_service
-        return service == "gateway" and domain in p.device_domains
     if stage == "generate_data" and spec.flywheel.enabled:
-        web = spec.flywheel.env == "miniwob"
-        service = (o.web_device_service or o.device_service) if web else o.device_service
-        return service == "gateway" and ("web" if web else "mobile") in p.device_domains
-    return False
+        domain = "web" if spec.flywheel.env == "miniwob" else "mobile"
+    elif stage != "online_rl":
+        return False
+    return (bool(spec.platform.device_registry) and domain in spec.platform.device_domains
+            and spec.online_rl.service_of(domain) == "gateway")
 
 
 def apply_platform(task: Any, stage: str, spec: AgentSpec, domain: str | None = None) -> None:

@@ -312,6 +312,10 @@ class OnlineRLSpec(Section):
                              "rule where the env has one, else the MLLM judge scoring.judge), judge (the judge; the "
                              "rule is still read and the agreement reported); held-out checks stay on rules")
 
+    def service_of(self, domain: str) -> str:
+        """Where `domain`'s devices come from: `web_device_service` for web when set, else `device_service`."""
+        return (self.web_device_service or self.device_service) if domain == "web" else self.device_service
+
     @model_validator(mode="after")
     def _envs_when_enabled(self) -> OnlineRLSpec:
         if self.enabled and not self.envs:

@@ -101,7 +101,7 @@ def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[A
 
 def web_service(o: Any) -> str:
     """Where the web domain's browsers come from: `online_rl.web_device_service`, else `device_service`."""
-    return o.web_device_service or o.device_service
+    return o.service_of("web")
 
 
 def web_source(stack: ExitStack, o: Any, client: str, devices: int) -> Any:

@@ -64,6 +64,10 @@ class Stage:
     refusal: float = 0.0  # share of the stage's synthesised grounding records (its own and its extras') that name an
     # element absent from the screen (answer [-1,-1]); 0 = the synthesis default (data/synth REFUSAL_SHARE, 10 %)
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.refusal <= 1.0:
+            raise ValueError(f"bootstrap: Stage.refusal must be in [0, 1], got {self.refusal!r}")
+
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
     Stage(0, "grounding", 2000, 2400, GROUNDING_ONLY, coarse_grid=4, lr=2e-3),
@@ -242,13 +246,14 @@ def bootstrap(
             _write_json(work / "bootstrap_progress.json", report)
             continue
         seed = st.seed or 1000 + st.level
-        ref = _refusal_suffix(st.refusal)
+        ref = f"-refusal{round(100 * st.refusal)}" if st.refusal else ""  # the default keeps the plan's names
+        refusal_share = st.refusal or REFUSAL_SHARE
         data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else "")
                        + (ref if st.kind == "grounding" else ""))
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():
             synthesize(st.kind, st.n, st.level, seed, data, platform="both",  # type: ignore[arg-type]
-                       refusal_share=st.refusal or REFUSAL_SHARE)
+                       refusal_share=refusal_share)
         extras = [work / _extra_name(k, i, st.kind, ex, ref) for i, ex in enumerate(st.extra if st.steps else ())]
         for i, (ex, path) in enumerate(zip(st.extra, extras)):
             ex_seed = 1100 + 10 * k + i
@@ -258,7 +263,7 @@ def bootstrap(
                 _collect_miniwob(ex, ex_seed, path)
             else:
                 synthesize(ex.kind or st.kind, ex.n, ex.level, ex_seed, path,  # type: ignore[arg-type]
-                           platform=ex.platform, size=ex.size, refusal_share=st.refusal or REFUSAL_SHARE)
+                           platform=ex.platform, size=ex.size, refusal_share=refusal_share)
         synth_s = time.perf_counter() - t0
         corpus = load_corpus([data, *extras], validation_fraction=0.05, history_len=spec.data.history_len,
                              seed=spec.data.seed)
@@ -295,7 +300,7 @@ def bootstrap(
                  "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size,
                             "miniwob": list(e.miniwob), "kind": e.kind or st.kind, "seed": 1100 + 10 * k + i}
                            for i, e in enumerate(st.extra)],
-                 "refusal_share": st.refusal or REFUSAL_SHARE,
+                 "refusal_share": refusal_share,
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
                  "replayed": replayed, "head": st.head, "attend": st.attend, "read": st.read, "lr": cfg.lr,
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
@@ -309,14 +314,6 @@ def bootstrap(
     # the report goes in before SHA256SUMS: a file added after the manifest makes loaders refuse it
     save_model(model, processor, out, **{"bootstrap_report.json": json.dumps(report, indent=2, default=str)})
     return report
-
-
-def _refusal_suffix(share: float) -> str:
-    """The data directory's suffix for a non-default refusal share (none for the default: the
-    shipped plan's directories keep their names)."""
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"bootstrap: Stage.refusal must be in [0, 1], got {share!r}")
-    return f"-refusal{round(100 * share)}" if share else ""
 
 
 def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "") -> str:
