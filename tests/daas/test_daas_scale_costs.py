@@ -56,6 +56,17 @@ def test_a_released_device_is_leased_again_in_table_order() -> None:
     assert reg.lease("again", "tcp")[0].device == "d1"
 
 
+def test_status_reports_the_high_water_mark_of_held_leases() -> None:
+    reg = LeaseRegistry(_table(10, 0), SIGNER, ["127.0.0.1:1"], probe=None)
+    assert reg.status()["peak_leased"] == 0
+    grants = [reg.lease(f"c{i}", "tcp")[0] for i in range(4)]
+    for g in grants[:3]:
+        reg.release(g.lease, g.client)
+    reg.lease("again", "tcp")
+    st = reg.status()
+    assert st["leased"] == 2 and st["peak_leased"] == 4  # the mark stays after the releases
+
+
 def _handshakes_completed(port: int, n: int, wait: float) -> int:
     """Open n connections while nobody accepts; how many the kernel completes (queues)."""
     socks = []

@@ -114,6 +114,7 @@ class LeaseRegistry:
         self.reap_interval = reap_interval
         self.on_end: list[Callable[[str], None]] = []
         self._leases: dict[str, _Lease] = {}
+        self._peak_leased = 0  # high-water mark of leases held at once since start (capacity planning)
         self._held: dict[str, str] = {}  # device id -> lease id
         self._quarantine: dict[str, _Quarantine] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()
@@ -197,6 +198,7 @@ class LeaseRegistry:
                 time.monotonic() + self.ttl,
             )
             self._leases[lease.id] = lease
+            self._peak_leased = max(self._peak_leased, len(self._leases))
             self._held[dev.id] = lease.id
             return lease
 
@@ -361,6 +363,7 @@ class LeaseRegistry:
             return {
                 "devices": len(self.devices),
                 "leased": len(self._leases),
+                "peak_leased": self._peak_leased,
                 "quarantined": {d: q.reason for d, q in self._quarantine.items()},
                 "leases": {
                     lz.id: {"device": lz.device.id, "client": lz.client}
