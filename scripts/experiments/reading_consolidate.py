@@ -14,6 +14,8 @@ directories one 13-stage plan would give them:
   no attention supervision), then a stage-8-like stage (50 % grounding rows, replay 50 %, lr 5e-4,
   attention supervision, MiniWoB++ oracle episodes of click-test / click-test-2 / click-color);
   `B`: two stage-8-like stages (the first without the MiniWoB++ episodes);
+  `C`: the shipped recipe's stages 4 and 5 at level 2: the format stage, then the same stage with
+  attention supervision on fresh level-2 episodes (seed 1201) and the MiniWoB++ episodes beside;
 - 13 (`--third 70` or `--third 90`): one more stage-8-like stage on fresh level-2 episodes (seed
   1204) with 70 % grounding rows and the MiniWoB++ episodes, or 90 % without them; replay 60 %.
 
@@ -43,7 +45,7 @@ SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--arm", choices=("A", "B"), required=True)
+    ap.add_argument("--arm", choices=("A", "B", "C"), required=True)
     ap.add_argument("--init", default=str(SHIPPED), help="a directory with model.safetensors to start from")
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", required=True)
@@ -76,7 +78,11 @@ def main() -> None:
     first_extra = (*beside, miniwob) if args.miniwob_first else beside
     first = {"A": Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
                         extra=first_extra, refusal=args.refusal),
-             "B": replace(last, extra=first_extra)}[args.arm]
+             "B": replace(last, extra=first_extra),
+             "C": Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
+                        extra=first_extra, refusal=args.refusal)}[args.arm]
+    if args.arm == "C":
+        last = replace(first, steps=400, attend=1.0, seed=1201, extra=(*beside, miniwob))
     reading = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
                     extra=(Extra(0, 4000),), refusal=args.refusal)
     if args.grounding_runs < 1:
