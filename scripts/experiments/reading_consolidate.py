@@ -17,7 +17,8 @@ directories one 13-stage plan would give them:
   `C`: the shipped recipe's stages 4 and 5 at level 2: the format stage, then the same stage with
   attention supervision on fresh level-2 episodes (seed 1201) and the MiniWoB++ episodes beside;
 - 13 (`--third 70` or `--third 90`): one more stage-8-like stage on fresh level-2 episodes (seed
-  1204) with 70 % grounding rows and the MiniWoB++ episodes, or 90 % without them; replay 60 %.
+  1204) with 70 % grounding rows and the MiniWoB++ episodes, or 90 % without them; replay 60 %;
+  `--third again`: the arm's second navigation stage once more, on fresh level-2 episodes (seed 1204).
 
 `--refusal R` raises the refusal share of the synthesised grounding records of every stage (and
 gives the navigation stages 1,000 fresh level-0 and level-1 grounding records each); `--miniwob N`
@@ -51,8 +52,9 @@ def main() -> None:
     ap.add_argument("--work", required=True)
     ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
     ap.add_argument("--steps", default="4000,4000,600,400", help="steps of stages 9-12[-13] (0 skips one)")
-    ap.add_argument("--third", choices=("none", "70", "90"), default="none",
-                    help="stage 13: 70 %% grounding rows with the MiniWoB++ episodes, or 90 %% without them")
+    ap.add_argument("--third", choices=("none", "70", "90", "again"), default="none",
+                    help="stage 13: 70 %% grounding rows with the MiniWoB++ episodes, or 90 %% without them; "
+                         "or `again`: the second navigation stage once more on fresh level-2 episodes")
     ap.add_argument("--refusal", type=float, default=0.0,
                     help="refusal share of the stages' synthesised grounding records (0 = the default 10 %%); "
                          "with it the navigation stages also take 1,000 fresh level-0 and level-1 grounding records each")
@@ -88,7 +90,9 @@ def main() -> None:
     if args.grounding_runs < 1:
         raise SystemExit(f"--grounding-runs: need >= 1, got {args.grounding_runs}")
     stages_ = [reading] * args.grounding_runs + [first, last]
-    if args.third != "none":
+    if args.third == "again":
+        stages_.append(replace(last, seed=1204))
+    elif args.third != "none":
         g, n = {"70": (0.7, 0.3), "90": (0.9, 0.1)}[args.third]
         stages_.append(replace(last, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=n),
                                replay=0.6, seed=1204, extra=(*beside, miniwob) if args.third == "70" else beside))
