@@ -60,6 +60,8 @@ def main() -> None:
                          "with it the navigation stages also take 1,000 fresh level-0 and level-1 grounding records each")
     ap.add_argument("--miniwob", type=int, default=300, help="MiniWoB++ oracle episodes per task in the navigation stages")
     ap.add_argument("--grounding-runs", type=int, default=2, help="runs of the reading stages' cosine schedule (stages 9..)")
+    ap.add_argument("--attend-grounding", type=float, default=0.0,
+                    help="arm C: the attention stage's grounding share (the rest navigation; 0 = the spec mixture)")
     ap.add_argument("--miniwob-first", action="store_true", help="the MiniWoB++ episodes in the first navigation stage too")
     args = ap.parse_args()
 
@@ -85,6 +87,9 @@ def main() -> None:
                         extra=first_extra, refusal=args.refusal)}[args.arm]
     if args.arm == "C":
         last = replace(first, steps=400, attend=1.0, seed=1201, extra=(*beside, miniwob))
+        if args.attend_grounding:
+            g = args.attend_grounding
+            last = replace(last, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=1.0 - g))
     reading = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
                     extra=(Extra(0, 4000),), refusal=args.refusal)
     if args.grounding_runs < 1:
