@@ -560,8 +560,8 @@ def metrics(port: int) -> dict[str, float]:
 class Sampler:
     """Polls, every `interval` s, the registry's leased count, the shards' active sessions and the
     shard processes' RSS and fds; keeps the peaks (and the RSS / fds at the session peak). The
-    leases' peak also takes the registry's own high-water mark (`peak_leased`) once it rises above
-    its value when sampling began (so the peak was reached while sampling): exact, where a
+    leases' peak also takes the registry's own high-water mark (`peak_leased`), read on exit, when it
+    rose above its value at entry (so the peak was reached while sampling): exact, where a
     once-a-second sample misses a peak between two polls when the slots churn under load."""
 
     def __init__(self, registry: HttpRegistry, shards: list[Proc], mports: list[int],
@@ -579,12 +579,9 @@ class Sampler:
         t0 = time.monotonic()
         while not self._stop.wait(self.interval):
             try:
-                status = self.registry.status()
-                leased = int(status["leased"])
+                leased = int(self.registry.status()["leased"])
                 self.samples.append((time.monotonic() - t0, leased))
                 self.peak_leased = max(self.peak_leased, leased)
-                if int(status["peak_leased"]) > self.mark:
-                    self.peak_leased = max(self.peak_leased, int(status["peak_leased"]))
                 for i, (p, mp) in enumerate(zip(self.shards, self.mports, strict=True)):
                     active = int(metrics(mp)["active"])
                     if active >= self.peak_sessions[i]:
@@ -601,7 +598,7 @@ class Sampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._th.join(30)
-        try:  # a peak after the last poll
+        try:
             hw = int(self.registry.status()["peak_leased"])
         except (OSError, DaasError):
             return

@@ -80,11 +80,9 @@ def main() -> None:
     last = Stage(2, "navigation", 4000, 400, half, head=1.0, replay=0.5, lr=5e-4, attend=1.0, read=1.0,
                  extra=(*beside, miniwob), refusal=args.refusal)
     first_extra = (*beside, miniwob) if args.miniwob_first else beside
-    first = {"A": Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
-                        extra=first_extra, refusal=args.refusal),
-             "B": replace(last, extra=first_extra),
-             "C": Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
-                        extra=first_extra, refusal=args.refusal)}[args.arm]
+    format_stage = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
+                         extra=first_extra, refusal=args.refusal)
+    first = replace(last, extra=first_extra) if args.arm == "B" else format_stage
     if args.arm == "C":
         last = replace(first, steps=400, attend=1.0, seed=1201, extra=(*beside, miniwob))
         if args.attend_grounding:

@@ -112,7 +112,7 @@ def _miniwob(stack: ExitStack, spec: AgentSpec, seeds_path: str | None) -> tuple
     from venus_core.envs.miniwob_oracle import SOLVERS
     from venus_core.flywheel.seeds import load_seeds, pool_seeds
     from venus_core.flywheel.web_space import MiniWobSpace
-    from venus_core.runtime.online_rl import web_service, web_source
+    from venus_core.runtime.online_rl import web_source
 
     f, o = spec.flywheel, spec.online_rl
     page = stack.enter_context(MiniWobEnv(wait_s=0.0))
@@ -126,7 +126,7 @@ def _miniwob(stack: ExitStack, spec: AgentSpec, seeds_path: str | None) -> tuple
     held = space.held_out(o.web_tasks, o.task_pool.held_out) if o.task_pool.held_out else []
     source = web_source(stack, o, CLIENT, f.devices)
     stack.callback(source.close)
-    devices = ("MiniWoB++ browser contexts in process" if web_service(o) == "local" else
+    devices = ("MiniWoB++ browser contexts in process" if o.service_of("web") == "local" else
                "browsers leased through the device gateway, driven over CDP")
     return space, seeds, held, source, {"web": {
         "tasks": list(space.tasks), "expected_steps": dict(space.steps), "steps_assumed": list(space.assumed),

@@ -99,20 +99,15 @@ def open_domain(spec: AgentSpec, domain: str) -> Iterator[tuple[Any, Any, list[A
         yield TaskPool(tasks, o.task_pool, seed=o.seed, held_out=held), source, held
 
 
-def web_service(o: Any) -> str:
-    """Where the web domain's browsers come from: `online_rl.web_device_service`, else `device_service`."""
-    return o.service_of("web")
-
-
 def web_source(stack: ExitStack, o: Any, client: str, devices: int) -> Any:
-    """MiniWoB++ envs as an EnvSource, per `web_service(o)` (module docstring): browser
+    """MiniWoB++ envs as an EnvSource, per `o.service_of("web")` (module docstring): browser
     contexts in the process's shared headless Chromium (`local`), or browsers leased over CDP
     through the gateway: from $VENUS_DEVICE_REGISTRY (the cluster's browser pods), else from a
     BrowserFarm of `devices` Chromium processes started here (stopped by `stack`). Also the data
     flywheel's web devices (`generate_data`)."""
     from venus_core.rl.online.devices import LocalEnvs
 
-    if web_service(o) == "local":
+    if o.service_of("web") == "local":
         from venus_core.envs import MiniWobEnv
 
         return LocalEnvs(lambda: MiniWobEnv(wait_s=0.0), "web")
@@ -137,7 +132,7 @@ def _web(stack: ExitStack, spec: AgentSpec) -> tuple[Any, list[Any], list[Any]]:
     source = web_source(stack, o, "online-rl-web", o.devices)
     # the pages that generate the tasks: a browser of the source's own (leased: the job's pod needs
     # no Chromium of its own), or one context in the local browser
-    local = web_service(o) == "local"
+    local = o.service_of("web") == "local"
     page = stack.enter_context(MiniWobEnv(wait_s=0.0)) if local else source.acquire()
 
     def make(name: str, seed: int) -> Any:
