@@ -25,7 +25,8 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 from moto.server import ThreadedMotoServer
 
-from venus_core.io.storage import (MARKER, ArtifactNotFoundError, IncompleteArtifactError, RetryPolicy, StorageError,
+from venus_core.io.storage import (MARKER, ArtifactExistsError, ArtifactNotFoundError, IncompleteArtifactError,
+                                   RetryPolicy, StorageError,
                                    TransientStorageError, open_store)
 from venus_core.io.storage.s3 import S3Store
 
@@ -219,3 +220,49 @@ def test_an_outage_past_the_retry_budget_publishes_nothing_and_the_retried_uploa
     print(f"\nlong outage: upload gave up ({type(errors[0]).__name__}) with {staged_at_outage}/{FILES} staged; "
           f"{len(left)} temporaries left under .venus/tmp while down, nothing under the prefix; "
           f"retry published {len(listing)}, {len(after)} temporaries left after it")
+
+
+@pytest.mark.slow
+def test_an_outage_in_the_publish_phase_leaves_nothing_readable_and_the_same_store_retries_without_overwrite(
+        s3: RestartableS3, tmp_path: Path) -> None:
+    """The server goes down after the fifth file was copied under the prefix (every file staged, the
+    publish phase under way): the copies cannot be withdrawn while it is down, so the prefix holds
+    files without a marker. Readers see an incomplete artifact; another store (another process) is
+    refused without `overwrite`; the failed store's own retry replaces its copies and publishes."""
+    bucket = _bucket(s3.endpoint)
+    digests = _source(tmp_path)
+    store = _store(s3.endpoint, bucket, RetryPolicy(attempts=3, backoff=0.05, jitter=0.0, connect_timeout=1,
+                                                    read_timeout=5))
+    copies = 0
+    real_copy = store.client.copy_object
+
+    def copy_then_fail(*args: object, **kwargs: object) -> object:
+        nonlocal copies
+        copies += 1
+        if copies == 6:  # five copies published, then the server goes away
+            s3.down()
+        return real_copy(*args, **kwargs)
+
+    store.client.copy_object = copy_then_fail  # type: ignore[method-assign]
+    with pytest.raises(TransientStorageError):
+        store.put_dir(tmp_path / "src", "art")
+    store.client.copy_object = real_copy  # type: ignore[method-assign]
+    s3.up()
+    under = [k for k in _server_keys(bucket) if k.startswith("runs/1/art/")]
+    assert len(under) == 5 and f"runs/1/art/{MARKER}" not in under  # copies the withdrawal could not remove
+    with pytest.raises(IncompleteArtifactError, match="5 object"):
+        store.read_manifest("art")
+    other = _store(s3.endpoint, bucket, RetryPolicy(attempts=1))
+    with pytest.raises(ArtifactExistsError, match=r"5 object\(s\) \(incomplete: no completion marker"):
+        other.put_dir(tmp_path / "src", "art")
+
+    listing = store.put_dir(tmp_path / "src", "art")  # the failed store's retry: its own copies, no overwrite
+    assert len(listing) == FILES
+    back = store.get_dir("art", tmp_path / "back")
+    assert {o.key.removeprefix("art/"): o.sha256 for o in back} == digests
+    assert {rel: hashlib.sha256((tmp_path / "back" / rel).read_bytes()).hexdigest() for rel in digests} == digests
+    assert not [k for k in _server_keys(bucket) if ".venus/tmp/" in k]
+    with pytest.raises(ArtifactExistsError, match=r"\(complete\)"):  # and now it is a result like any other
+        store.put_dir(tmp_path / "src", "art")
+    print(f"\npublish-phase outage: {len(under)} copies left unmarked, refused to another store, "
+          f"replaced by the failed store's retry ({len(listing)} files published, sha256 checked)")

@@ -60,6 +60,10 @@ class S3Store(ArtifactStore):
             validate_key(self.prefix, what="store prefix")
         self.policy, self.part_size, self.stale_tmp_after = policy, part_size, stale_tmp_after
         self._unremoved: set[str] = set()  # temporaries a failed put_dir could not delete
+        # prefix -> keys a put_dir failed in its publish phase had copied there and could not withdraw (the
+        # server was down): unreadable without their marker, and this store's own, so a retried put_dir of
+        # the same prefix replaces them without `overwrite`
+        self._unwithdrawn: dict[str, set[str]] = {}
         self.root_uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
 
     def _name(self, key: str) -> str:
@@ -220,9 +224,15 @@ class S3Store(ArtifactStore):
         prefix = check_prefix(prefix)
         files = local_files(Path(local_dir))
         existing = self.list(prefix)
-        if existing and not overwrite:
-            state = "complete" if join(prefix, MARKER) in existing else "incomplete"
-            raise ArtifactExistsError(f"{self.uri_for(prefix)} already holds {len(existing)} object(s) ({state}); "
+        ours = self._unwithdrawn.get(prefix, set())
+        foreign = [k for k in existing if k not in ours]
+        if foreign and not overwrite:
+            if join(prefix, MARKER) in existing:
+                state = "complete"
+            else:
+                state = ("incomplete: no completion marker, left by a put_dir that failed while publishing or "
+                         "one still running")
+            raise ArtifactExistsError(f"{self.uri_for(prefix)} already holds {len(foreign)} object(s) ({state}); "
                                       f"pass overwrite=True to replace it")
         self._remove_leftover_temporaries()
         tmp = join(self.prefix, f"{RESERVED}/tmp/{uuid.uuid4().hex}")
@@ -244,18 +254,23 @@ class S3Store(ArtifactStore):
             published: list[str] = []
             try:
                 for (rel, _), entry in zip(files, listing):
+                    published.append(self._name(entry.key))  # before the request, as `staged` above
                     self.call(f"put_dir: copy to {self.uri_for(entry.key)}", lambda: self.client.copy_object(
                         self.bucket, self._name(entry.key), CopySource(self.bucket, join(tmp, rel)),
                         metadata={META: entry.sha256}, metadata_directive=REPLACE))
-                    published.append(self._name(entry.key))
                 self._put_bytes(self._name(marker), manifest_bytes(prefix, listing),
                                 f"put_dir: marker {self.uri_for(marker)}")
             except BaseException:
                 try:  # without the marker they are unreadable anyway; do not leave them lying around
                     self._delete_names(published, f"put_dir: withdrawing partial {self.uri_for(prefix)}")
                 except StorageError as exc:
-                    LOG.warning("%s (readers see the prefix as incomplete)", exc)
+                    done = set(published)
+                    left = {o.key for o in listing if self._name(o.key) in done} | ours
+                    self._unwithdrawn[prefix] = left
+                    LOG.warning("%s (readers see the prefix as incomplete; a put_dir of it by this store replaces "
+                                "the %d copies)", exc, len(left))
                 raise
+            self._unwithdrawn.pop(prefix, None)
             return listing
         finally:
             try:
