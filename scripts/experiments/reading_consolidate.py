@@ -21,7 +21,8 @@ directories one 13-stage plan would give them:
   `--third again`: the arm's second navigation stage once more, on fresh level-2 episodes (seed 1204).
 
 `--refusal R` raises the refusal share of the synthesised grounding records of every stage (and
-gives the navigation stages 1,000 fresh level-0 and level-1 grounding records each); `--miniwob N`
+gives the navigation stages 1,000 fresh level-0 and level-1 grounding records each); `--nav-refusal R`
+sets the navigation stages' share apart from the reading stages'; `--miniwob N`
 sets the MiniWoB++ episodes per task, `--miniwob-first` puts them in the first navigation stage too;
 `--grounding-runs K` runs the reading stages' schedule K times instead of twice (K more step counts).
 `--steps` gives the stages' steps, 4 or with `--third` 5 (0 skips one: `--init WORK/ckpt-10-level2-grounding/step-N
@@ -58,6 +59,8 @@ def main() -> None:
     ap.add_argument("--refusal", type=float, default=0.0,
                     help="refusal share of the stages' synthesised grounding records (0 = the default 10 %%); "
                          "with it the navigation stages also take 1,000 fresh level-0 and level-1 grounding records each")
+    ap.add_argument("--nav-refusal", type=float, default=None,
+                    help="the navigation stages' refusal share, where it differs from --refusal's (0 = the default 10 %%)")
     ap.add_argument("--miniwob", type=int, default=300, help="MiniWoB++ oracle episodes per task in the navigation stages")
     ap.add_argument("--grounding-runs", type=int, default=2, help="runs of the reading stages' cosine schedule (stages 9..)")
     ap.add_argument("--attend-grounding", type=float, default=0.0,
@@ -72,16 +75,17 @@ def main() -> None:
     from venus_core.train.bootstrap import DEFAULT_STAGES, GROUNDING_ONLY, Extra, Stage, bootstrap
 
     torch.set_num_threads(1)
+    nav_refusal = args.refusal if args.nav_refusal is None else args.nav_refusal
     half = MixtureSpec(perception=0.0, vqa=0.0, grounding=0.5, navigation=0.5)
     beside = (Extra(0, 2000), Extra(1, 2000))
-    if args.refusal:
+    if nav_refusal:
         beside += (Extra(0, 1000, kind="grounding"), Extra(1, 1000, kind="grounding"))
     miniwob = Extra(0, args.miniwob, "web", miniwob=("click-test", "click-test-2", "click-color"))
     last = Stage(2, "navigation", 4000, 400, half, head=1.0, replay=0.5, lr=5e-4, attend=1.0, read=1.0,
-                 extra=(*beside, miniwob), refusal=args.refusal)
+                 extra=(*beside, miniwob), refusal=nav_refusal)
     first_extra = (*beside, miniwob) if args.miniwob_first else beside
     format_stage = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
-                         extra=first_extra, refusal=args.refusal)
+                         extra=first_extra, refusal=nav_refusal)
     first = replace(last, extra=first_extra) if args.arm == "B" else format_stage
     if args.arm == "C":
         last = replace(first, steps=400, attend=1.0, seed=1201, extra=(*beside, miniwob))
