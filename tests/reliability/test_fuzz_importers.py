@@ -187,6 +187,77 @@ def _mind2web(draw: st.DrawFn, outside: Path) -> Tree:
     return files, {}
 
 
+def _column(values: list[Any]) -> Any:
+    """One parquet column of the mutated rows: as pyarrow types it, else each value as JSON text (a
+    column of mixed types has no parquet type; the release's columns are strings, lists and a
+    {bytes, path} struct, which a hostile file may replace by any other type)."""
+    import pyarrow as pa
+
+    import pyarrow.parquet as pq
+
+    try:
+        col = pa.array(values)
+        pq.write_table(pa.table({"c": col}), pa.BufferOutputStream())  # e.g. a struct without fields cannot be
+        return col
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return pa.array([None if v is None else json.dumps(v, allow_nan=True, default=_b64) for v in values],
+                        type=pa.string())
+
+
+def _b64(value: Any) -> str:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(type(value).__name__)
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return bool(name)
+
+
+def parquet_file(draw: st.DrawFn, rows: list[Any]) -> bytes:
+    """The rows as a parquet file (columns = the union of the dict rows' keys; a row that is not a
+    dict becomes nulls), then, one time in four, bytes of it flipped or cut off."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dicts = [r if isinstance(r, dict) else {} for r in rows]
+    names = sorted({k for r in dicts for k in r if isinstance(k, str) and _utf8(k)})
+    table = pa.table({k: _column([r.get(k) for r in dicts]) for k in names} if names else {"x": pa.array([None] * len(rows))})
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf, row_group_size=draw(st.sampled_from([1, 3, 64])))
+    data = bytearray(buf.getvalue().to_pybytes())
+    edit = draw(st.integers(0, 7))
+    if edit == 0:
+        del data[draw(st.integers(0, len(data) - 1)):]
+    elif edit == 1:
+        for _ in range(draw(st.integers(1, 8))):
+            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+def _mind2web_parquet(draw: st.DrawFn, outside: Path) -> Tree:
+    """The release's format: parquet rows with `screenshot` a {bytes, path} struct of raw bytes."""
+    def row(draw: st.DrawFn, i: int) -> dict[str, Any]:
+        x, y = _coord(draw, W - 5), _coord(draw, H - 5)
+        cand = json.dumps({"tag": "button", "attributes": json.dumps({"bounding_box_rect": f"{x},{y},4,4"})})
+        op = draw(st.sampled_from(["CLICK", "TYPE", "SELECT", "HOVER"]))
+        shot = draw(st.sampled_from(["ok.png", "ok2.png", "jpeg.png", "bomb.png", "trunc.png", "fake.png", "empty.png"]))
+        return {"annotation_id": f"task{i // 2}", "action_uid": f"a{i}", "confirmed_task": "book a flight",
+                "website": "w", "domain": "Travel", "subdomain": "Air",
+                "operation": json.dumps({"op": op, "original_op": op, "value": "x"}),
+                "pos_candidates": [cand], "neg_candidates": [], "raw_html": "<html/>",
+                "screenshot": {"bytes": POOL[shot], "path": None}, "target_action_index": str(i % 2)}
+
+    files = pool_files("shots", outside)
+    for k in range(draw(st.integers(1, 2))):
+        files[f"data/train-{k:05d}-of-00002.parquet"] = parquet_file(draw, records(draw, row, 1, 5))
+    return files, {}
+
+
 RAW_ACTIONS = st.sampled_from([
     {"type": "click", "x": 10, "y": 20}, {"type": "dblclick", "x": 0, "y": 0}, {"type": "hover", "x": 64, "y": 48},
     {"type": "drag", "x": 1, "y": 2, "x2": 30, "y2": 40}, {"type": "scroll", "direction": "down"},
@@ -242,7 +313,8 @@ def _venus(draw: st.DrawFn, outside: Path) -> Tree:
 
 IMPORTERS: dict[str, Callable[[st.DrawFn, Path], Tree]] = {
     "screenspot-v2": _screenspot_v2, "screenspot-pro": _screenspot_pro, "androidcontrol": _androidcontrol,
-    "guiodyssey": _guiodyssey, "mind2web": _mind2web, "miniwob-traces": _miniwob, "venus": _venus,
+    "guiodyssey": _guiodyssey, "mind2web": _mind2web, "mind2web-parquet": _mind2web_parquet,
+    "miniwob-traces": _miniwob, "venus": _venus,
 }
 
 
@@ -291,9 +363,10 @@ def check_import(fmt: str, base: Path, draw_tree: Callable[[Path], Tree]) -> Cou
 def test_importer(fmt: str, budget: Budget, scratch: Path) -> None:
     build = IMPORTERS[fmt]
     strategy = st.data()
+    importer = fmt.removesuffix("-parquet")  # mind2web-parquet: the mind2web importer on parquet files
 
     def check(data: st.DataObject) -> Counter[str]:
-        return check_import(fmt, scratch / "ex", lambda outside: build(data.draw, outside))
+        return check_import(importer, scratch / "ex", lambda outside: build(data.draw, outside))
 
     tally = fuzz(f"importer {fmt}", strategy, check, budget)
     assert tally.outcomes["accepted"] > 0

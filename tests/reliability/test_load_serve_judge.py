@@ -256,6 +256,8 @@ GOOD = {"model": "bootstrap", "messages": [{"role": "user", "content": "Tap the 
         "temperature": 0.0}
 MALFORMED: list[tuple[dict[str, Any] | bytes, str | None]] = [
     (b"{not json", None),
+    (b"[" * 5000, None),  # past the JSON decoder's recursion limit (was an unhandled RecursionError: HTTP 500)
+    (b'{"model": "bootstrap", "max_tokens": ' + b"9" * 5000 + b"}", None),  # past int parsing's 4,300 digits
     ({**GOOD, "messages": []}, "messages"),
     ({**GOOD, "max_tokens": 0}, "max_tokens"),
     ({**GOOD, "temperature": "hot"}, "temperature"),

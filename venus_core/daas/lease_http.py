@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import socket
 import ssl
 import sys
@@ -35,6 +36,9 @@ from venus_core.daas.tls import ClientTLS, ServerTLS, peer_identity
 log = logging.getLogger(__name__)
 MAX_BODY = 1 << 16
 TLS_HANDSHAKE_TIMEOUT = 10.0
+MAX_WAIT_S = 3600.0  # the longest a lease or replace request may wait for a device (a request thread each)
+MAX_LEASE_N = 4096  # devices one lease request may ask for
+REQUEST_TIMEOUT_S = 60.0  # a client that stops sending (a body shorter than its Content-Length) is dropped
 LISTEN_BACKLOG = 4096  # pending connections the registry's socket queues (see `_Server`)
 
 
@@ -45,11 +49,38 @@ def _str(body: dict[str, Any], key: str) -> str:
     return v
 
 
+def _reason(body: dict[str, Any]) -> str:
+    v = body.get("reason", "")
+    if not isinstance(v, str):
+        raise ValueError(f"field 'reason' must be a string, got {_shown(v)}")
+    return v
+
+
+def _shown(v: Any) -> str:
+    return type(v).__name__ if isinstance(v, (dict, list)) else repr(v)[:40]
+
+
+def _count(body: dict[str, Any], key: str) -> int:
+    v = body.get(key, 1)
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_LEASE_N:
+        raise ValueError(f"field {key!r} must be an integer in [1, {MAX_LEASE_N}], got {_shown(v)}")
+    return v
+
+
+def _wait(body: dict[str, Any], limit: float) -> float:
+    v = body.get("wait", 0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= limit:
+        raise ValueError(f"field 'wait' must be a number of seconds in [0, {limit:g}], got {_shown(v)}")
+    return float(v)
+
+
 class _Handler(BaseHTTPRequestHandler):
     registry: LeaseRegistry
     mutual_tls: bool
+    max_wait: float = MAX_WAIT_S
     protocol_version = "HTTP/1.1"
     identity: str | None = None
+    timeout = REQUEST_TIMEOUT_S  # StreamRequestHandler: the connection's socket timeout
 
     def setup(self) -> None:
         if isinstance(self.request, ssl.SSLSocket):
@@ -95,13 +126,16 @@ class _Handler(BaseHTTPRequestHandler):
             n = int(self.headers.get("Content-Length", "0"))
             if not 0 <= n <= MAX_BODY:
                 raise ValueError(f"body of {n} bytes (max {MAX_BODY})")
-            body = json.loads(self.rfile.read(n) or b"{}")
+            try:
+                body = json.loads(self.rfile.read(n) or b"{}")
+            except RecursionError:  # JSON nested past the decoder's limit
+                raise ValueError("body is not valid JSON: nested too deeply") from None
             if not isinstance(body, dict):
                 raise ValueError("body must be a JSON object")  # noqa: TRY004 - answered with HTTP 400
             self._reply(200, self._dispatch(body))
         except DaasError as exc:
             self._reply(409, {"error": exc.code, "message": str(exc)})
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError) as exc:  # a JSONDecodeError is a ValueError
             self._reply(400, {"error": "bad_request", "message": f"{self.path}: {exc}"})
 
     def _dispatch(self, b: dict[str, Any]) -> dict[str, Any]:
@@ -110,13 +144,10 @@ class _Handler(BaseHTTPRequestHandler):
             labels = b.get("labels") or {}
             if not isinstance(labels, dict):
                 raise ValueError("field 'labels' must be an object")
-            grants = r.lease(
-                self._client(b),
-                _str(b, "kind"),
-                int(b.get("n", 1)),
-                {str(k): str(v) for k, v in labels.items()},
-                float(b.get("wait", 0)),
-            )
+            if any(isinstance(v, (dict, list)) for v in labels.values()):
+                raise ValueError("field 'labels' must map names to strings, not to objects or lists")
+            grants = r.lease(self._client(b), _str(b, "kind"), _count(b, "n"),
+                             {str(k): str(v) for k, v in labels.items()}, _wait(b, self.max_wait))
             return {"grants": [g.to_dict() for g in grants]}
         if self.path == "/v1/heartbeat":
             return {"grant": r.heartbeat(_str(b, "lease"), self._client(b)).to_dict()}
@@ -124,15 +155,10 @@ class _Handler(BaseHTTPRequestHandler):
             r.release(_str(b, "lease"), self._client(b))
             return {}
         if self.path == "/v1/report":
-            r.report_failure(_str(b, "lease"), self._client(b), str(b.get("reason", "")))
+            r.report_failure(_str(b, "lease"), self._client(b), _reason(b))
             return {}
         if self.path == "/v1/replace":
-            g = r.replace(
-                _str(b, "lease"),
-                self._client(b),
-                str(b.get("reason", "")),
-                float(b.get("wait", 0)),
-            )
+            g = r.replace(_str(b, "lease"), self._client(b), _reason(b), _wait(b, self.max_wait))
             return {"grant": g.to_dict()}
         raise ValueError("unknown endpoint")
 
@@ -172,7 +198,9 @@ class _TLSServer(_Server):
 
 class LeaseHTTPServer:
     """Serve a `LeaseRegistry` on host:port (0 = free port) from a background thread; HTTPS (and
-    client certificates, if `tls.client_ca`) with `tls`."""
+    client certificates, if `tls.client_ca`) with `tls`. `max_wait`: the longest wait a lease or
+    replace request may ask for (a longer one is a 400); `request_timeout`: a connection silent that
+    long (a body that never arrives whole) is closed, freeing its thread."""
 
     def __init__(
         self,
@@ -181,9 +209,12 @@ class LeaseHTTPServer:
         port: int = 0,
         *,
         tls: ServerTLS | None = None,
+        max_wait: float = MAX_WAIT_S,
+        request_timeout: float = REQUEST_TIMEOUT_S,
     ) -> None:
         mutual = tls is not None and tls.mutual
-        handler = type("Handler", (_Handler,), {"registry": registry, "mutual_tls": mutual})
+        handler = type("Handler", (_Handler,), {"registry": registry, "mutual_tls": mutual, "max_wait": max_wait,
+                                                "timeout": request_timeout})
         if tls is None:
             self.httpd = _Server((host, port), handler)
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import secrets
 import threading
 import time
@@ -213,6 +214,8 @@ class LeaseRegistry:
         """Lease `n` healthy devices of `kind` matching `labels`, waiting up to `wait` seconds."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
+        if not math.isfinite(wait) or wait < 0:  # NaN would never reach its deadline
+            raise ValueError(f"wait must be a finite number of seconds >= 0, got {wait}")
         labels = dict(labels or {})
         deadline = time.monotonic() + wait
         got: list[_Lease] = []

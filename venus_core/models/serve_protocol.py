@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -267,7 +268,7 @@ def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: 
         raise BadRequest(None, f"request body must be a JSON object, got {type(body).__name__}")
     unknown = sorted(set(body) - _ACCEPTED)
     if unknown:
-        raise BadRequest(unknown[0], "unknown field (not supported by this server)")
+        raise BadRequest(unknown[0], f"unknown field {unknown[0]!r} (not supported by this server)")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("model", "is required (a string)")
@@ -314,6 +315,24 @@ def parse_chat_request(body: Any, *, served: str, max_n: int, max_tokens_limit: 
     return ChatRequest(model, parse_messages(body.get("messages")), sampling, int(n or 1), tuple(stops),
                        stream=stream, include_usage=include_usage, top_logprobs=top_logprobs,
                        tokens_as_ids=_optional_flag(body, "return_tokens_as_token_ids"))
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """A request body's bytes -> its JSON value; BadRequest for anything `json.loads` refuses, including
+    what it refuses with other errors than a JSONDecodeError: nesting past the decoder's recursion
+    limit (RecursionError) and integers longer than Python's 4,300-digit parsing limit (ValueError)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise BadRequest(None, f"request body is not valid JSON: {reason}") from None
+
+
+def parse_chat_body(raw: bytes, *, served: str, max_n: int, max_tokens_limit: int = 4096,
+                    vocab_size: int | None = None) -> ChatRequest:
+    """The bytes of a chat-completions request -> ChatRequest; BadRequest naming the field otherwise."""
+    return parse_chat_request(parse_json_body(raw), served=served, max_n=max_n, max_tokens_limit=max_tokens_limit,
+                              vocab_size=vocab_size)
 
 
 def stop_span(text: str, stops: tuple[str, ...]) -> tuple[int, int] | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import socket
 import threading
 import time
@@ -37,7 +36,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from venus_core.models.serve_batcher import Batcher, RunBatch
-from venus_core.models.serve_protocol import BadRequest, error_body, parse_chat_request
+from venus_core.models.serve_protocol import BadRequest, error_body, parse_chat_body, parse_json_body
 from venus_core.models.serve_responses import Completion, completion_body, sse_events, stream_chunks
 from venus_core.models.serve_weights import WeightReloader, WeightsError
 
@@ -106,12 +105,8 @@ def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wai
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
             return error(BadRequest(None, f"request body larger than {MAX_BODY_BYTES >> 20} MiB", status=413))
         raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return error(BadRequest(None, f"request body is not valid JSON: {exc}"))
-        try:  # image decoding is CPU work: off the event loop, which keeps accepting requests
-            req = await asyncio.to_thread(parse_chat_request, body, served=served_name, max_n=max_batch,
+        try:  # JSON parsing and image decoding are CPU work: off the event loop, which keeps accepting requests
+            req = await asyncio.to_thread(parse_chat_body, raw, served=served_name, max_n=max_batch,
                                           max_tokens_limit=max_tokens_limit, vocab_size=vocab_size)
         except BadRequest as exc:
             return error(exc)
@@ -143,14 +138,14 @@ def create_app(run: RunBatch, served_name: str, *, max_batch: int = 8, batch_wai
             return JSONResponse(error_body("weight reloading is not enabled on this server (venus serve "
                                            "--allow-load-weights)", None, "NotFoundError", 404), status_code=404)
         try:
-            body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return error(BadRequest(None, f"request body is not valid JSON: {exc}"))
+            body = parse_json_body(await request.body())
+        except BadRequest as exc:
+            return error(exc)
         if not isinstance(body, dict):
             return error(BadRequest(None, f"request body must be a JSON object, got {type(body).__name__}"))
         unknown = sorted(set(body) - {"path"})
         if unknown:
-            return error(BadRequest(unknown[0], "unknown field (load_weights takes only 'path')"))
+            return error(BadRequest(unknown[0], f"unknown field {unknown[0]!r} (load_weights takes only 'path')"))
         path = body.get("path")
         if not isinstance(path, str) or not path.strip():
             return error(BadRequest("path", "is required: a checkpoint directory on the server's filesystem"))
