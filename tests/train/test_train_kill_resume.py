@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -12,10 +13,12 @@ import torch
 from safetensors.torch import load_file
 
 SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+STEPS = 30
+KILL_AT = random.Random(6).randint(1, STEPS - 1)  # killed once its checkpoint pointer names this step or a later one
 
 
 def _cmd(data: Path, out: Path, tiny: Path, *extra: str) -> list[str]:
-    sets = {"model.base": str(tiny), "mid_train.max_steps": "30", "mid_train.batch_size": "2",
+    sets = {"model.base": str(tiny), "mid_train.max_steps": str(STEPS), "mid_train.batch_size": "2",
             "mid_train.save_every": "1", "mid_train.eval_every": "1000", "mid_train.warmup_steps": "3",
             "data.validation_fraction": "0.1"}
     argv = [sys.executable, "-m", "venus_core.runtime.mid_train", "--spec", str(SPEC), "--data", str(data),
@@ -36,7 +39,7 @@ def test_sigkilled_run_resumes_to_the_same_weights(train_tiny_dir: Path, groundi
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     latest = killed / "checkpoints" / "latest"
     deadline = time.monotonic() + 600
-    while not (latest.is_file() and latest.read_text() >= "step-00000003"):
+    while not (latest.is_file() and latest.read_text() >= f"step-{KILL_AT:08d}"):
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -44,7 +47,7 @@ def test_sigkilled_run_resumes_to_the_same_weights(train_tiny_dir: Path, groundi
     assert proc.wait(timeout=60) == -signal.SIGKILL
     assert not (killed / "model").exists()
     stopped_at = latest.read_text()
-    assert stopped_at < "step-00000030"
+    assert f"step-{KILL_AT:08d}" <= stopped_at < f"step-{STEPS:08d}"
 
     subprocess.run(_cmd(grounding_l0, killed, train_tiny_dir, "--resume"), env=env, check=True,
                    capture_output=True, timeout=600)
