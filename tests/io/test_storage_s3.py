@@ -55,13 +55,15 @@ class FlakyProxy:
     """Loopback HTTP proxy to the S3 server.
 
     The next `fail` requests whose "METHOD path copy-source" matches the regex `match` get `status` (503 SlowDown
-    by default); the next `truncate` GETs of object data get only half their body before the connection
+    by default), after reaching the server when `forward` is set (the request done, its reply lost); the next
+    `truncate` GETs of object data get only half their body before the connection
     is closed. Both counts run down, so the proxy heals by itself.
     """
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.removeprefix("http://")
         self.fail, self.status, self.failed, self.forwarded, self.match, self.truncate = 0, 503, 0, 0, "", 0
+        self.forward = False
         self.lock = threading.Lock()
         proxy = self
 
@@ -79,6 +81,11 @@ class FlakyProxy:
                     proxy.fail -= inject
                     proxy.failed += inject
                     proxy.forwarded += not inject
+                if inject and proxy.forward:  # the server does it; the client hears an error
+                    conn = http.client.HTTPConnection(*proxy.upstream.split(":"), timeout=30)
+                    conn.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+                    conn.getresponse().read()
+                    conn.close()
                 if inject:
                     code = "SlowDown" if proxy.status == 503 else "AccessDenied"
                     err = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>injected</Message></Error>"
@@ -116,9 +123,10 @@ class FlakyProxy:
         self.thread.start()
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def inject(self, n: int, status: int = 503, match: str = "") -> None:
+    def inject(self, n: int, status: int = 503, match: str = "", forward: bool = False) -> None:
         with self.lock:
             self.fail, self.status, self.failed, self.forwarded, self.match = n, status, 0, 0, match
+            self.forward = forward
 
     def close(self) -> None:
         self.server.shutdown()
@@ -301,6 +309,28 @@ def test_failed_publish_leaves_no_artifact_and_no_temporaries(proxy: FlakyProxy,
         store.get_dir("art", tmp_path / "out")
     proxy.inject(0)
     assert len(store.put_dir(src, "art")) == 3 and store.is_complete("art")
+
+
+def test_a_marker_stored_but_reported_failed_is_retracted_before_its_files(proxy: FlakyProxy, s3_endpoint: str,
+                                                                             bucket: str, tmp_path: Path) -> None:
+    """The marker's PUT reaches the server every time but its reply is lost (503 after forwarding),
+    past the retry budget: put_dir fails, and must not leave the marker behind while it withdraws the
+    files (before the fix readers saw a complete artifact whose files were gone)."""
+    store = _store(proxy.endpoint, bucket)
+    src = tmp_path / "d"
+    src.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (src / name).write_bytes(name.encode())
+    proxy.inject(100, match=r"^PUT \S*/art/_SUCCESS ", forward=True)
+    with pytest.raises(TransientStorageError, match="_SUCCESS"):
+        store.put_dir(src, "art")
+    assert proxy.failed >= 2  # every attempt stored the marker, every reply was lost
+    names = [o.object_name for o in _raw(s3_endpoint).list_objects(bucket, recursive=True)]
+    assert names == []  # neither the marker nor the files nor the temporaries
+    assert not store.is_complete("art")
+    proxy.inject(0)
+    assert len(store.put_dir(src, "art")) == 3 and store.is_complete("art")
+    assert store.get_dir("art", tmp_path / "out") and (tmp_path / "out" / "b.txt").read_bytes() == b"b.txt"
 
 
 @pytest.mark.parametrize("next_store", ["same", "restarted"])

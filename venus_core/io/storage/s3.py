@@ -261,11 +261,17 @@ class S3Store(ArtifactStore):
                 self._put_bytes(self._name(marker), manifest_bytes(prefix, listing),
                                 f"put_dir: marker {self.uri_for(marker)}")
             except BaseException:
+                marker_sent = len(published) == len(listing)  # its PUT may be stored although it failed
                 try:  # without the marker they are unreadable anyway; do not leave them lying around
+                    if marker_sent:  # first, alone: never a marker without its files
+                        self.call(f"put_dir: retract {self.uri_for(marker)}",
+                                  lambda: self.client.remove_object(self.bucket, self._name(marker)))
                     self._delete_names(published, f"put_dir: withdrawing partial {self.uri_for(prefix)}")
                 except StorageError as exc:
                     done = set(published)
                     left = {o.key for o in listing if self._name(o.key) in done} | ours
+                    if marker_sent:
+                        left.add(marker)
                     self._unwithdrawn[prefix] = left
                     LOG.warning("%s (readers see the prefix as incomplete; a put_dir of it by this store replaces "
                                 "the %d copies)", exc, len(left))
