@@ -251,27 +251,26 @@ class S3Store(ArtifactStore):
                            lambda: self.client.remove_object(self.bucket, self._name(marker)))
             self._delete_names([self._name(k) for k in existing if k not in new and k != marker],
                                f"put_dir {self.uri_for(prefix)}: removing files of the old artifact")
-            published: list[str] = []
+            published: list[str] = []  # keys, each added before its request (one that fails may still be stored)
+            marker_sent = False
             try:
                 for (rel, _), entry in zip(files, listing):
-                    published.append(self._name(entry.key))  # before the request, as `staged` above
+                    published.append(entry.key)
                     self.call(f"put_dir: copy to {self.uri_for(entry.key)}", lambda: self.client.copy_object(
                         self.bucket, self._name(entry.key), CopySource(self.bucket, join(tmp, rel)),
                         metadata={META: entry.sha256}, metadata_directive=REPLACE))
+                marker_sent = True
                 self._put_bytes(self._name(marker), manifest_bytes(prefix, listing),
                                 f"put_dir: marker {self.uri_for(marker)}")
             except BaseException:
-                marker_sent = len(published) == len(listing)  # its PUT may be stored although it failed
                 try:  # without the marker they are unreadable anyway; do not leave them lying around
-                    if marker_sent:  # first, alone: never a marker without its files
+                    if marker_sent:  # first, alone: its PUT may be stored though it failed
                         self.call(f"put_dir: retract {self.uri_for(marker)}",
                                   lambda: self.client.remove_object(self.bucket, self._name(marker)))
-                    self._delete_names(published, f"put_dir: withdrawing partial {self.uri_for(prefix)}")
+                    self._delete_names([self._name(k) for k in published],
+                                       f"put_dir: withdrawing partial {self.uri_for(prefix)}")
                 except StorageError as exc:
-                    done = set(published)
-                    left = {o.key for o in listing if self._name(o.key) in done} | ours
-                    if marker_sent:
-                        left.add(marker)
+                    left = {*published, *ours, *([marker] if marker_sent else [])}
                     self._unwithdrawn[prefix] = left
                     LOG.warning("%s (readers see the prefix as incomplete; a put_dir of it by this store replaces "
                                 "the %d copies)", exc, len(left))
