@@ -6,20 +6,26 @@
 * Host access: no privileged container, no host namespaces, host paths or host ports; /dev/kvm
   only for the emulator (the device plugin's resource), and the namespace enforces Pod Security
   "baseline" at least. (Limits, non-root and read-only root filesystems: test_manifests.py.)
-* Network: a default deny on ingress selects every pod; who may reach each Service port equals
-  the table below (evaluated with label selectors as Kubernetes does); device pods (browsers and
-  emulators an agent drives) reach none of the platform's services.
+* Network: a default deny on ingress and egress selects every pod; who may reach each Service port
+  equals the table below (evaluated with label selectors as Kubernetes does); device pods (browsers and
+  emulators an agent drives) reach none of the platform's services; what each pod may open (egress,
+  evaluated against probe destinations: the platform's ports, the cluster DNS, Kubeflow, the
+  Kubernetes API, the cloud metadata endpoint, a public address) equals the EGRESS table, and every
+  connection the ingress table admits is also open on its client's side.
 * TLS: the gateway runs with mutual TLS from a mounted Secret, and is probed where no client
   certificate is needed.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from dataclasses import dataclass
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
-from test_manifests import MANIFESTS, NAMESPACE, OVERLAYS, Doc, _key, render
+from test_manifests import K8S_VERSION, MANIFESTS, NAMESPACE, OVERLAYS, Doc, _key, render
 
 KVM = "devices.kubevirt.io/kvm"
 EMULATOR = ("StatefulSet", "android-emulator")
@@ -220,7 +226,7 @@ def admitted(docs: list[Doc], labels: dict[str, str], port: int) -> set[str]:
 def test_a_default_deny_selects_every_pod(overlay: tuple[str, list[Doc]]) -> None:
     name, docs = overlay
     deny = [p for p in _policies(docs) if p["spec"]["podSelector"] == {}]
-    assert [p["spec"] for p in deny] == [{"podSelector": {}, "policyTypes": ["Ingress"]}], name
+    assert [p["spec"] for p in deny] == [{"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}], name
     assert _workloads(docs) and all(_matches(deny[0]["spec"]["podSelector"], t["metadata"].get("labels", {}))
                                     for _, t in _workloads(docs))
 
@@ -302,3 +308,223 @@ def test_the_gateway_runs_mutual_tls_from_a_mounted_secret(overlay: tuple[str, l
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     probe = c["readinessProbe"]["httpGet"]["port"]
     assert ports.get(probe, probe) == int(flags["--metrics-port"]), "probes cannot present a client certificate"
+
+
+# ------------------------------------------------------------------------------------ egress
+
+
+@dataclass(frozen=True)
+class Dest:
+    """A probe destination: a pod (labels, namespace) or an address outside any pod (labels None),
+    with the IP address an ipBlock would see (pod IPs from the pod network, 10.244.0.0/16)."""
+
+    name: str
+    port: int
+    ip: str
+    protocol: str = "TCP"
+    labels: tuple[tuple[str, str], ...] | None = None
+    namespace: str = NAMESPACE
+
+
+PIPELINE_POD = {"pipeline/runid": "0f3c"}  # what KFP sets on every pod of a run
+# outside the platform's own workloads
+EXTERNAL = (
+    Dest("kube-dns:53/UDP", 53, "10.244.0.10", "UDP", (("k8s-app", "kube-dns"),), "kube-system"),
+    Dest("kube-dns:53/TCP", 53, "10.244.0.10", "TCP", (("k8s-app", "kube-dns"),), "kube-system"),
+    Dest("node-local DNS:53/UDP", 53, "169.254.20.10", "UDP"),
+    Dest("kubeflow ml-pipeline:8887", 8887, "10.244.3.4", labels=(("app", "ml-pipeline"),), namespace="kubeflow"),
+    Dest("Kubernetes API:443", 443, "10.96.0.1"),
+    Dest("cloud metadata:80", 80, "169.254.169.254"),
+    Dest("public web:443", 443, "140.82.112.3"),
+    Dest("public web IPv6:443", 443, "2606:4700::1111"),
+    Dest("AWS metadata IPv6:80", 80, "fd00:ec2::254"),
+)
+DNS = {"kube-dns:53/UDP", "kube-dns:53/TCP", "node-local DNS:53/UDP"}
+EVERYTHING_BUT_METADATA = "everything but the cloud metadata endpoints"
+# source -> what it may open; sources are workloads ("Kind/name"), the pool's bare pods and
+# pipeline pods; absent from an overlay = not rendered there
+EGRESS: dict[str, set[str] | str] = {
+    "pipeline pod": EVERYTHING_BUT_METADATA,
+    "Deployment/minio": DNS,
+    "Job/minio-buckets": DNS | {"minio:9000"},
+    "Deployment/mlflow": DNS | {"minio:9000", "mlflow-postgres:5432"},
+    "StatefulSet/mlflow-postgres": DNS,
+    "Deployment/device-gateway": DNS | {"android-emulator:5555", "android-emulator-pool:5555",
+                                        "browser:9223", "browser-pool:9223"},
+    "StatefulSet/android-emulator": set(),
+    "StatefulSet/browser": set(),
+    "pool pod android-emulator-pool": set(),
+    "pool pod browser-pool": set(),
+    "TrainingRuntime/venus-torch-distributed": DNS | {"minio:9000", "mlflow:5000", "trainer node:29500"},
+    "TrainingRuntime/venus-deepspeed": DNS | {"minio:9000", "mlflow:5000", "trainer node:29500"},
+    "Deployment/vllm": DNS | {"minio:9000"},
+    "Deployment/vllm-rollout-mobile": DNS | {"minio:9000"},
+    "Deployment/vllm-rollout-web": DNS | {"minio:9000"},
+}
+METADATA = {"cloud metadata:80", "AWS metadata IPv6:80"}
+
+
+def _ns_labels(namespace: str) -> dict[str, str]:
+    return {"kubernetes.io/metadata.name": namespace}
+
+
+def _to_matches(peer: dict[str, Any], dest: Dest) -> bool:
+    """Whether a `to` peer covers `dest`. An ipBlock is also taken to cover the pods whose IPs fall
+    in it (whether it does is up to the CNI: the worst case for a deny)."""
+    if "ipBlock" in peer:
+        block = peer["ipBlock"]
+        ip, net = ipaddress.ip_address(dest.ip), ipaddress.ip_network(block["cidr"])
+        return (ip.version == net.version and ip in net
+                and not any(ip in ipaddress.ip_network(e) for e in block.get("except", [])))
+    if dest.labels is None:
+        return False
+    if "namespaceSelector" in peer:
+        if not _matches(peer["namespaceSelector"], _ns_labels(dest.namespace)):
+            return False
+    elif dest.namespace != NAMESPACE:
+        return False
+    return _matches(peer.get("podSelector", {}), dict(dest.labels))
+
+
+def opens(docs: list[Doc], labels: dict[str, str], dest: Dest) -> bool:
+    """Whether a pod of namespace venus with `labels` may open `dest`, by the union of the egress
+    rules of the policies selecting it (a pod no egress policy selects would be open to all)."""
+    pols = [p for p in _policies(docs)
+            if "Egress" in p["spec"]["policyTypes"] and _matches(p["spec"]["podSelector"], labels)]
+    assert pols, f"no egress policy selects {labels}"
+    for pol in pols:
+        for rule in pol["spec"].get("egress", []):
+            ports = rule.get("ports")
+            if ports and not any(p.get("protocol", "TCP") == dest.protocol and p["port"] == dest.port for p in ports):
+                continue
+            assert "to" in rule, f"{pol['metadata']['name']}: an egress rule without `to` opens everything"
+            if any(_to_matches(peer, dest) for peer in rule["to"]):
+                return True
+    return False
+
+
+def _pool_labels(labels: dict[str, str]) -> dict[str, str]:
+    return {**labels, "app.kubernetes.io/name": labels["app.kubernetes.io/name"] + "-pool"}
+
+
+def egress_sources(docs: list[Doc]) -> dict[str, dict[str, str]]:
+    out = {f"{d['kind']}/{d['metadata']['name']}": t["metadata"].get("labels", {}) for d, t in _workloads(docs)}
+    for name in ("android-emulator", "browser"):
+        out[f"pool pod {name}-pool"] = _pool_labels(out[f"StatefulSet/{name}"])
+    out["pipeline pod"] = dict(PIPELINE_POD)
+    return out
+
+
+def egress_probes(docs: list[Doc]) -> list[Dest]:
+    """Every Service port of the overlay (at its pod's container port), the pool pods' ports, a
+    trainer node's rendezvous port, and the destinations outside the platform."""
+    probes: list[Dest] = []
+    for i, svc in enumerate(d for d in docs if d["kind"] == "Service"):
+        (t, *_) = [t for _, t in _workloads(docs) if _matches({"matchLabels": svc["spec"]["selector"]},
+                                                               t["metadata"].get("labels", {}))]
+        for p in svc["spec"]["ports"]:
+            port = _container_port(t, p.get("targetPort", p["port"]))
+            probes.append(Dest(f"{svc['metadata']['name']}:{p['port']}", port, f"10.244.1.{i + 1}",
+                               labels=tuple(sorted(t["metadata"]["labels"].items()))))
+    sources = egress_sources(docs)
+    for name, port in (("android-emulator", 5555), ("browser", 9223)):
+        probes.append(Dest(f"{name}-pool:{port}", port, "10.244.2.1",
+                           labels=tuple(sorted(sources[f"pool pod {name}-pool"].items()))))
+    trainer = sources["TrainingRuntime/venus-torch-distributed"]
+    probes.append(Dest("trainer node:29500", 29500, "10.244.2.2", labels=tuple(sorted(trainer.items()))))
+    return probes + list(EXTERNAL)
+
+
+def test_what_each_pod_may_open_is_the_reviewed_table(overlay: tuple[str, list[Doc]]) -> None:
+    name, docs = overlay
+    probes = egress_probes(docs)
+    everything = {d.name for d in probes}
+    found = {src: {d.name for d in probes if opens(docs, labels, d)} for src, labels in egress_sources(docs).items()}
+    expected = {src: (everything - METADATA if want == EVERYTHING_BUT_METADATA else set(want) & everything)
+                for src, want in EGRESS.items() if src in found}
+    assert set(found) == set(expected), f"{name}: sources {sorted(set(found) ^ set(expected))} not reviewed"
+    for src in found:
+        assert found[src] == expected[src], (f"{name}: {src} opens {sorted(found[src] - expected[src])} "
+                                             f"beyond the table, lacks {sorted(expected[src] - found[src])}")
+
+
+def test_device_pods_open_no_connection(overlay: tuple[str, list[Doc]]) -> None:
+    """An agent-driven browser or emulator cannot reach the cluster, its DNS, the node's metadata
+    credentials or anything else (the platform's tasks reach it over the DevTools / ADB tunnel)."""
+    name, docs = overlay
+    probes = egress_probes(docs)
+    sources = egress_sources(docs)
+    for src in ("StatefulSet/android-emulator", "StatefulSet/browser", "pool pod android-emulator-pool",
+                "pool pod browser-pool"):
+        assert [d.name for d in probes if opens(docs, sources[src], d)] == [], f"{name}: {src}"
+
+
+def test_every_admitted_connection_is_open_on_the_client_side(overlay: tuple[str, list[Doc]]) -> None:
+    """Ingress and egress agree: each workload the ingress policies admit to a port may also open
+    it (a port admitted but not opened is a client that would hang on a connect)."""
+    name, docs = overlay
+    sources = egress_sources(docs)
+    checked = 0
+    for dest in egress_probes(docs):
+        if dest.labels is None or dest.namespace != NAMESPACE:
+            continue
+        for src, labels in sources.items():
+            pols = [p for p in _policies(docs) if "Ingress" in p["spec"]["policyTypes"]
+                    and _matches(p["spec"]["podSelector"], dict(dest.labels))]
+            admitted_here = any(
+                (not rule.get("ports") or dest.port in {p["port"] for p in rule["ports"]})
+                and any("podSelector" in peer and "namespaceSelector" not in peer
+                        and _matches(peer["podSelector"], labels) for peer in rule.get("from", []))
+                for pol in pols for rule in pol["spec"].get("ingress", []))
+            if admitted_here:
+                checked += 1
+                assert opens(docs, labels, dest), f"{name}: {src} is admitted to {dest.name} but may not open it"
+    assert checked >= 10, checked
+
+
+def test_egress_evaluation_semantics() -> None:
+    docs = [{"kind": "NetworkPolicy", "metadata": {"name": "p"}, "spec": {
+        "podSelector": {"matchLabels": {"a": "1"}}, "policyTypes": ["Egress"],
+        "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}],
+                    "ports": [{"protocol": "TCP", "port": 443}]},
+                   {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "x"}},
+                            "podSelector": {"matchLabels": {"b": "2"}}}]}]}}]
+    web = Dest("w", 443, "1.2.3.4")
+    assert opens(docs, {"a": "1"}, web)
+    assert not opens(docs, {"a": "1"}, Dest("w", 80, "1.2.3.4"))  # port
+    assert not opens(docs, {"a": "1"}, Dest("w", 443, "10.1.2.3"))  # except
+    assert not opens(docs, {"a": "1"}, Dest("w", 443, "::1"))  # another IP version
+    assert not opens(docs, {"a": "1"}, Dest("w", 443, "1.2.3.4", "UDP"))  # protocol
+    assert opens(docs, {"a": "1"}, Dest("p", 9, "10.0.0.9", labels=(("b", "2"),), namespace="x"))
+    assert not opens(docs, {"a": "1"}, Dest("p", 9, "10.0.0.9", labels=(("b", "2"),)))  # other namespace
+    with pytest.raises(AssertionError, match="no egress policy"):
+        opens(docs, {"a": "2"}, web)
+
+
+def test_the_nodes_of_a_trainjob_admit_each_other_on_any_port(overlay: tuple[str, list[Doc]]) -> None:
+    """A multi-node TrainJob: torchrun's rendezvous (29500 by default) and NCCL / gloo on ports they
+    pick; under the default deny nothing else reaches a trainer pod."""
+    name, docs = overlay
+    for runtime in ("venus-torch-distributed", "venus-deepspeed"):
+        labels = egress_sources(docs)[f"TrainingRuntime/{runtime}"]
+        for port in (29500, 29400, 45123):
+            assert admitted(docs, labels, port) == {"pods venus.dev/trainer-node=true"}, (name, runtime, port)
+
+
+def test_the_public_web_example_opens_public_addresses_only(overlay: tuple[str, list[Doc]]) -> None:
+    """manifests/examples/device-pods-public-web.yaml (opt-in, applied beside an overlay): device pods
+    then open HTTP(S) to public addresses and the cluster DNS, never the platform, the Kubernetes
+    API, private addresses or the metadata endpoint; no other pod gains anything."""
+    name, docs = overlay
+    (example,) = yaml.safe_load_all((MANIFESTS / "examples" / "device-pods-public-web.yaml").read_text(encoding="utf-8"))
+    kubernetes_validate.validate(example, K8S_VERSION, strict=True)
+    probes = egress_probes(docs) + [Dest("public web:80", 80, "93.184.215.14"), Dest("public web:22", 22, "93.184.215.14"),
+                                    Dest("node:443", 443, "172.18.0.2"), Dest("CGNAT:443", 443, "100.64.1.1")]
+    sources = egress_sources(docs)
+    for src, labels in sources.items():
+        before = {d.name for d in probes if opens(docs, labels, d)}
+        after = {d.name for d in probes if opens(docs + [example], labels, d)}
+        if "emulator" in src or "browser" in src:
+            assert before == set() and after == DNS | {"public web:443", "public web IPv6:443", "public web:80"}, (name, src)
+        else:
+            assert after == before, (name, src)

@@ -235,6 +235,7 @@ def test_rollout_servers_serve_what_online_rl_asks_for() -> None:
         assert mounts[claim]["mountPath"] == str(CHECKPOINTS_MOUNT) and mounts[claim]["readOnly"] is True
         assert c["readinessProbe"]["httpGet"]["path"] == "/health"
     policies = [d for d in docs if d["kind"] == "NetworkPolicy" and d["spec"]["podSelector"].get("matchLabels")
+                and "Ingress" in d["spec"]["policyTypes"]  # (their egress: the storage-clients policy)
                 and all(d["spec"]["podSelector"]["matchLabels"].items() <= labels.items() for labels in served_pods)]
     assert len(policies) == 1
     [policy] = policies
