@@ -23,6 +23,7 @@ import yaml
 from pydantic import ValidationError
 
 from venus_core.config.spec import AgentSpec
+from venus_core.config.yamlfile import LOADER, check_expansion
 
 
 MAX_SPEC_BYTES = 1 << 20
@@ -32,7 +33,7 @@ MAX_SPEC_VALUES = 100_000
 MAX_SPEC_DEPTH = 64
 """Deepest nesting of a spec (the real sections nest 5 deep)."""
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER = LOADER
 
 
 class SpecError(ValueError):
@@ -70,22 +71,9 @@ def _line_index(text: str) -> dict[tuple[str, ...], int]:
 
 
 def _check_expansion(data: Any, where: str) -> None:
-    """SpecError when `data` expands past MAX_SPEC_VALUES values or MAX_SPEC_DEPTH levels (aliases
-    followed at every use, so a cyclic document is caught too)."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
-    seen = 0
-    while stack:
-        value, depth = stack.pop()
-        seen += 1
-        if seen > MAX_SPEC_VALUES:
-            raise SpecError(f"{where}: the spec expands to more than {MAX_SPEC_VALUES} values (YAML aliases "
-                            "that repeat or contain themselves?); write the values out")
-        if depth > MAX_SPEC_DEPTH:
-            raise SpecError(f"{where}: the spec nests deeper than {MAX_SPEC_DEPTH} levels")
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
+    """SpecError when `data` expands past MAX_SPEC_VALUES values or MAX_SPEC_DEPTH levels."""
+    check_expansion(data, where, what="the spec", max_values=MAX_SPEC_VALUES, max_depth=MAX_SPEC_DEPTH,
+                    error=SpecError)
 
 
 def _format_errors(exc: ValidationError, where: str, lines: dict[tuple[str, ...], int]) -> str:

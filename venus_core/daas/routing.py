@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from venus_core.config.yamlfile import check_expansion, read_small_text, read_yaml_documents
 
 KINDS = ("android", "web", "ssh", "tcp")
 """android = ADB over TCP, web = Chrome DevTools (HTTP, then WebSocket), ssh, tcp = raw bytes."""
@@ -67,8 +67,22 @@ def shard_of(group: str, n_shards: int) -> int:
     return max(range(n_shards), key=weight)
 
 
+MAX_DEVICE_TABLE_BYTES = 16 << 20
+"""Largest device table read (a line per device: ~100 bytes; 16 MiB is ~150,000 devices)."""
+TABLE_MAX_VALUES = 2_000_000
+"""Most values a device table may expand to (aliases counted at each use)."""
+
+
+def _text(value: Any, where: str, key: str) -> str:
+    """A scalar field as text (YAML reads `id: 7` as an int); a mapping or list is refused."""
+    if isinstance(value, dict | list) or value is None:
+        raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
+    return str(value)
+
+
 def parse_devices(records: Iterable[Any], source: str) -> list[DeviceSpec]:
-    """Device specs from records `{id, kind, group, endpoint: "host:port", labels}`."""
+    """Device specs from records `{id, kind, group, endpoint: "host:port", labels}`; ValueError
+    naming `source`, the device and the field for anything else."""
     out: list[DeviceSpec] = []
     seen: set[str] = set()
     for i, rec in enumerate(records):
@@ -77,26 +91,28 @@ def parse_devices(records: Iterable[Any], source: str) -> list[DeviceSpec]:
             raise ValueError(f"{where}: expected a mapping, got {type(rec).__name__}")  # noqa: TRY004 - bad file content
         unknown = set(rec) - {"id", "kind", "group", "endpoint", "labels"}
         if unknown:
-            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
+            raise ValueError(f"{where}: unknown field(s) {sorted(map(str, unknown))}")
         for key in ("id", "kind", "endpoint"):
             if key not in rec:
                 raise ValueError(f"{where}: missing field {key!r}")
-        host, sep, port = str(rec["endpoint"]).rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(
-                f"{where}: field 'endpoint' must be host:port, got {rec['endpoint']!r}"
-            )
+        endpoint = _text(rec["endpoint"], where, "endpoint")
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not (port.isascii() and port.isdigit()) or len(port) > 5:
+            raise ValueError(f"{where}: field 'endpoint' must be host:port, got {endpoint[:200]!r}")
+        labels = rec.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise ValueError(f"{where}: field 'labels' must be a mapping, got {type(labels).__name__}")
         try:
             spec = DeviceSpec(
-                id=str(rec["id"]),
-                kind=str(rec["kind"]),
-                group=str(rec.get("group", "default")),
+                id=_text(rec["id"], where, "id"),
+                kind=_text(rec["kind"], where, "kind"),
+                group=_text(rec.get("group", "default"), where, "group"),
                 host=host,
                 port=int(port),
-                labels={str(k): str(v) for k, v in (rec.get("labels") or {}).items()},
+                labels={_text(k, where, "labels"): _text(v, where, f"labels.{k}") for k, v in labels.items()},
             )
         except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from exc
+            raise ValueError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
         if spec.id in seen:
             raise ValueError(f"{where}: duplicate device id {spec.id!r}")
         seen.add(spec.id)
@@ -105,9 +121,22 @@ def parse_devices(records: Iterable[Any], source: str) -> list[DeviceSpec]:
 
 
 def load_devices(path: Path) -> list[DeviceSpec]:
-    """Read a device table (YAML or JSON: a list, or a mapping with key `devices`)."""
-    text = path.read_text()
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    """Read a device table (YAML or JSON: a list, or a mapping with key `devices`); ValueError naming
+    the file (and the device and field) for a table that cannot be used."""
+    what = "the device table"
+    if path.suffix == ".json":
+        text = read_small_text(path, what=what, max_bytes=MAX_DEVICE_TABLE_BYTES)
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, an int past 4,300 digits, nesting
+            detail = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:300]
+            raise ValueError(f"{path}: {what} is not valid JSON: {detail}") from None
+        check_expansion(data, str(path), what=what, max_values=TABLE_MAX_VALUES, max_depth=64)
+    else:
+        docs = read_yaml_documents(path, what=what, max_bytes=MAX_DEVICE_TABLE_BYTES, max_values=TABLE_MAX_VALUES)
+        if len(docs) != 1:
+            raise ValueError(f"{path}: expected one YAML document, found {len(docs)}")
+        data = docs[0]
     if isinstance(data, dict):
         data = data.get("devices")
     if not isinstance(data, list):

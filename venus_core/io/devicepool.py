@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-import yaml
 from kubernetes import client, config
 
 from venus_core.config.pods import DevicePod
+from venus_core.config.yamlfile import read_yaml_documents
 
 MANAGED_BY = "venus-device-pool"
 L_MANAGED = "app.kubernetes.io/managed-by"
@@ -86,27 +86,68 @@ class PodTemplate:
         }
 
 
+def _mapping(value: Any, where: str, field: str, *, required: bool = True) -> dict[str, Any]:
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        got = "nothing" if value is None else type(value).__name__
+        raise ValueError(f"{where}: field {field} must be a mapping, got {got}")
+    return value
+
+
+def _string_map(value: Any, where: str, field: str) -> None:
+    """Labels and annotations: string keys and values (the API server refuses anything else)."""
+    for k, v in _mapping(value, where, field, required=False).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValueError(f"{where}: field {field}: {str(k)[:50]!r}: {type(v).__name__} value; keys and "
+                             "values must be strings (quote them)")
+
+
 def _container_port(spec: dict[str, Any], port_name: str, where: str) -> int:
-    for c in spec.get("containers") or []:
-        for p in c.get("ports") or []:
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise ValueError(f"{where}: field spec.template.spec.containers must be a non-empty list")
+    for i, c in enumerate(containers):
+        c = _mapping(c, where, f"spec.template.spec.containers[{i}]")
+        ports = c.get("ports") or []
+        if not isinstance(ports, list):
+            raise ValueError(f"{where}: field spec.template.spec.containers[{i}].ports must be a list")
+        for j, p in enumerate(ports):
+            p = _mapping(p, where, f"spec.template.spec.containers[{i}].ports[{j}]")
             if p.get("name") == port_name:
-                return int(p["containerPort"])
+                port = p.get("containerPort")
+                if type(port) is not int or not 0 < port < 65536:
+                    raise ValueError(f"{where}: field spec.template.spec.containers[{i}].ports[{j}].containerPort "
+                                     f"must be a port number (1-65535), got {str(port)[:50]!r}")
+                return port
     raise ValueError(f"{where}: no container port named {port_name!r}")
 
 
+MAX_MANIFEST_BYTES = 1 << 20
+"""Largest device-pool manifest read (the shipped one is ~6 kB)."""
+
+
 def load_templates(path: Path = DEFAULT_MANIFEST) -> dict[str, PodTemplate]:
-    """The pod templates of the device-pool StatefulSets in `path` (a multi-document YAML)."""
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    """The pod templates of the device-pool StatefulSets in `path` (a multi-document YAML); ValueError
+    naming the file, the StatefulSet and the field for a manifest that cannot make pods."""
+    docs = read_yaml_documents(path, what="the device-pool manifest", max_bytes=MAX_MANIFEST_BYTES)
+    for i, d in enumerate(docs):
+        if d is not None and not isinstance(d, dict):
+            raise ValueError(f"{path}: document {i + 1} is a {type(d).__name__}, not a Kubernetes object")
+    docs = [d for d in docs if d]
     out: dict[str, PodTemplate] = {}
     for kind, (sts_name, port_name) in TEMPLATES.items():
         where = f"{path}: StatefulSet {sts_name}"
-        sts = next((d for d in docs if d.get("kind") == "StatefulSet"
-                    and (d.get("metadata") or {}).get("name") == sts_name), None)
+        sts = next((d for d in docs if d.get("kind") == "StatefulSet" and isinstance(d.get("metadata"), dict)
+                    and d["metadata"].get("name") == sts_name), None)
         if sts is None:
             raise ValueError(f"{path}: no StatefulSet named {sts_name!r} (template of {kind} pods)")
-        tpl = (sts.get("spec") or {}).get("template")
+        tpl = _mapping(sts.get("spec"), where, "spec").get("template")
         if not isinstance(tpl, dict) or not isinstance(tpl.get("spec"), dict):
             raise ValueError(f"{where}: field spec.template.spec is missing")
+        meta = _mapping(tpl.get("metadata"), where, "spec.template.metadata", required=False)
+        _string_map(meta.get("labels"), where, "spec.template.metadata.labels")
+        _string_map(meta.get("annotations"), where, "spec.template.metadata.annotations")
         out[kind] = PodTemplate(kind, where, tpl, _container_port(tpl["spec"], port_name, where))
     return out
 
