@@ -23,21 +23,21 @@ from venus_core.io.storage import MARKER, InvalidKeyError, RetryPolicy, StorageE
 from venus_core.io.storage.base import ArtifactStore
 from venus_core.io.storage.fetch import fetch_dir, split_uri
 
-KEY, SECRET = "testing-access", "testing-secret"
+KEY, SECRET = "S3RVER", "S3RVER"  # s3rver's own: it checks the key id and every signature (moto takes any)
 FAST = RetryPolicy(attempts=2, backoff=0.01, jitter=0.01, connect_timeout=2, read_timeout=10)
 
 
 Opener = Callable[[str], ArtifactStore]
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "moto", "s3rver"])  # the S3 servers of conftest.py
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[ArtifactStore, str, Opener]:
     """(store, its root URI, how to open another root of the same backend: `fetch_dir` opens the
     parent of the artifact's URI, so artifacts here sit at the top of the store)."""
     if request.param == "local":
         uri = (tmp_path / "store").as_uri()
         return open_store(uri), uri, open_store
-    endpoint = request.getfixturevalue("s3_endpoint")
+    endpoint = request.getfixturevalue(f"{request.param}_endpoint")  # conftest: one per S3 server
     bucket = f"b-{uuid.uuid4().hex[:12]}"
     Minio(endpoint.removeprefix("http://"), KEY, SECRET, secure=False).make_bucket(bucket)
 
