@@ -23,7 +23,8 @@ directories one 13-stage plan would give them:
 `--refusal R` raises the refusal share of the synthesised grounding records of every stage (and
 gives the navigation stages 1,000 fresh level-0 and level-1 grounding records each); `--nav-refusal R`
 sets the navigation stages' share apart from the reading stages'; `--miniwob N`
-sets the MiniWoB++ episodes per task, `--miniwob-first` puts them in the first navigation stage too;
+sets the MiniWoB++ episodes per task, `--miniwob-first` puts them in the first navigation stage too,
+`--miss N` adds N recovery episodes per task beside them (a deliberate miss kept as history, then the click);
 `--grounding-runs K` runs the reading stages' schedule K times instead of twice (K more step counts).
 `--steps` gives the stages' steps, 4 or with `--third` 5 (0 skips one: `--init WORK/ckpt-10-level2-grounding/step-N
 --steps 0,0,600,400` continues after the grounding stages, as one run would); `--data DIR` symlinks
@@ -66,6 +67,9 @@ def main() -> None:
     ap.add_argument("--attend-grounding", type=float, default=0.0,
                     help="arm C: the attention stage's grounding share (the rest navigation; 0 = the spec mixture)")
     ap.add_argument("--miniwob-first", action="store_true", help="the MiniWoB++ episodes in the first navigation stage too")
+    ap.add_argument("--miss", type=int, default=0,
+                    help="MiniWoB++ recovery episodes per task beside the MiniWoB++ episodes (a deliberate miss kept as "
+                         "history only, then the oracle's click; miniwob_collect.run_oracle(miss_first=True))")
     args = ap.parse_args()
 
     import torch
@@ -80,15 +84,18 @@ def main() -> None:
     beside = (Extra(0, 2000), Extra(1, 2000))
     if nav_refusal:
         beside += (Extra(0, 1000, kind="grounding"), Extra(1, 1000, kind="grounding"))
-    miniwob = Extra(0, args.miniwob, "web", miniwob=("click-test", "click-test-2", "click-color"))
+    easy = ("click-test", "click-test-2", "click-color")
+    miniwob: tuple[Extra, ...] = (Extra(0, args.miniwob, "web", miniwob=easy),)
+    if args.miss:
+        miniwob += (Extra(0, args.miss, "web", miniwob=easy, miss_first=True),)
     last = Stage(2, "navigation", 4000, 400, half, head=1.0, replay=0.5, lr=5e-4, attend=1.0, read=1.0,
-                 extra=(*beside, miniwob), refusal=nav_refusal)
-    first_extra = (*beside, miniwob) if args.miniwob_first else beside
+                 extra=(*beside, *miniwob), refusal=nav_refusal)
+    first_extra = (*beside, *miniwob) if args.miniwob_first else beside
     format_stage = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
                          extra=first_extra, refusal=nav_refusal)
     first = replace(last, extra=first_extra) if args.arm == "B" else format_stage
     if args.arm == "C":
-        last = replace(first, steps=400, attend=1.0, seed=1201, extra=(*beside, miniwob))
+        last = replace(first, steps=400, attend=1.0, seed=1201, extra=(*beside, *miniwob))
         if args.attend_grounding:
             g = args.attend_grounding
             last = replace(last, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=1.0 - g))
@@ -102,7 +109,7 @@ def main() -> None:
     elif args.third != "none":
         g, n = {"70": (0.7, 0.3), "90": (0.9, 0.1)}[args.third]
         stages_.append(replace(last, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=n),
-                               replay=0.6, seed=1204, extra=(*beside, miniwob) if args.third == "70" else beside))
+                               replay=0.6, seed=1204, extra=(*beside, *miniwob) if args.third == "70" else beside))
     steps = [int(k) for k in args.steps.split(",")]
     if len(steps) == len(stages_) - 1 and args.third != "none":
         steps.append(400)

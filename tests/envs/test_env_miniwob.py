@@ -209,3 +209,30 @@ def test_an_overlapped_button_is_clicked_where_it_shows() -> None:
     assert (part.x, part.w, part.y, part.h) == (10, 20, 10, 40)
     with pytest.raises(OracleError, match="'ONE' is covered by 'TWO'"):
         _uncovered(one, el(5, 5, 50, 50, "TWO"))
+
+
+def test_a_recovery_episode_misses_first_then_clicks(env: MiniWobEnv, tmp_path: Path) -> None:
+    """miss_first: the oracle's first click aimed at a blank point of the task area, recorded as history
+    only; the page is unchanged by it and the oracle's own click then solves the task."""
+    from venus_core.data.schema import HISTORY_ONLY
+
+    for name in ("click-test", "click-test-2", "click-color", "click-button"):
+        ep = run_oracle(env, name, 12, miss_first=True)
+        assert ep.success and len(ep.steps) == 2, (name, ep.error)
+        miss, hit = ep.steps
+        assert miss.history_only and not hit.history_only
+        assert miss.step.think == hit.step.think and miss.step.target_box is None
+        x1, y1, x2, y2 = hit.step.target_box  # type: ignore[misc]
+        mx, my = miss.step.action.box  # type: ignore[attr-defined]
+        assert not (x1 <= mx <= x2 and y1 <= my <= y2), (name, miss.step.action)
+        assert miss.screenshot.tobytes() == hit.screenshot.tobytes(), name  # the miss changed nothing
+    report = collect(["click-test"], 2, tmp_path / "ds", seed=30, miss_first=True)
+    assert report.written == 2 and validate_dataset(tmp_path / "ds").ok
+    (t, _) = list(DatasetReader(tmp_path / "ds"))
+    assert t.episode_id == "click-test:seed=30:miss" and t.meta["recovery"] == "miss_first"
+    assert [s.meta.get(HISTORY_ONLY, False) for s in t.steps] == [True, False]
+    steps = t.to_steps(5)  # the miss is the click's history, never a step to learn
+    assert [s.step_index for s in steps] == [1] and steps[0].history[0].action == t.steps[0].action
+    assert [s.step_index for s in t.to_steps(5, history_only=True)] == [0, 1]
+    with pytest.raises(ValueError, match="raw trace format"):
+        collect(["click-test"], 1, tmp_path / "raw", raw=True, miss_first=True)

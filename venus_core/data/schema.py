@@ -190,6 +190,10 @@ class HistoryItem(_Model):
     action: Text
 
 
+HISTORY_ONLY = "history_only"
+"""TrajectoryStep meta key: the step is history for the later steps, never a training target."""
+
+
 class TrajectoryStep(_Model):
     """One step of an episode: the screen seen, and what the agent thought, did and concluded."""
 
@@ -280,16 +284,21 @@ class Trajectory(_Model):
                 _check_action(step.action, platform, f"steps[{i}].action")
         return v
 
-    def to_steps(self, history_len: int = 5) -> list[NavigationStep]:
+    def to_steps(self, history_len: int = 5, *, history_only: bool = False) -> list[NavigationStep]:
         """One NavigationStep per step, each with the last `history_len` earlier steps as history.
 
         Ids are `<trajectory id>:<step index>`; `meta` merges the trajectory's and the step's meta
-        and adds `trajectory_id`, `trajectory_success` and `num_steps`.
+        and adds `trajectory_id`, `trajectory_success` and `num_steps`. A step whose meta sets
+        `history_only` (HISTORY_ONLY: e.g. a deliberate miss that a recovery episode starts with)
+        is part of the later steps' history but no NavigationStep of its own, unless `history_only`
+        is set (callers that address steps by index).
         """
         if isinstance(history_len, bool) or not isinstance(history_len, int) or history_len < 0:
             raise ValueError(f"history_len must be an integer >= 0, got {history_len!r}")
         out: list[NavigationStep] = []
         for i, step in enumerate(self.steps):
+            if step.meta.get(HISTORY_ONLY) is True and not history_only:
+                continue
             earlier = self.steps[max(0, i - history_len) : i] if history_len else []
             meta: dict[str, Any] = {
                 **self.meta,

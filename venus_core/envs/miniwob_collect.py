@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import queue
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,9 +32,9 @@ from typing import Any
 
 from PIL import Image
 
-from venus_core.actions import render_action
+from venus_core.actions import Click, render_action
 from venus_core.data.importers.miniwob_traces import to_raw
-from venus_core.data.schema import Provenance, Trajectory, TrajectoryStep
+from venus_core.data.schema import HISTORY_ONLY, Provenance, Trajectory, TrajectoryStep
 from venus_core.data.store import DatasetWriter
 from venus_core.envs.base import DEFAULT_MAX_STEPS, EnvError, Task
 from venus_core.envs.miniwob import MiniWobEnv
@@ -48,6 +49,7 @@ class RecordedStep:
     screenshot: Image.Image
     step: OracleStep
     raw_action: dict[str, Any]
+    history_only: bool = False  # a deliberate miss: history for the later steps, never a target
 
 
 @dataclass
@@ -60,23 +62,74 @@ class OracleEpisode:
     error: str | None = None
     viewport: tuple[int, int] = (0, 0)
 
+    miss_first: bool = False
+
     @property
     def name(self) -> str:
         return self.task.app or "miniwob"
 
+    @property
+    def episode_id(self) -> str:
+        return f"{self.name}:seed={self.seed}" + (":miss" if self.miss_first else "")
 
-def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAULT_MAX_STEPS) -> OracleEpisode:
-    """Run the oracle of task `name` on `seed` to its end; never raises for a failed episode."""
+
+MISS_MARGIN_PX = 6.0
+"""A deliberate miss lands at least this far (CSS pixels) from every element of the task area."""
+
+
+def blank_point(page: Page, seed: int) -> tuple[float, float] | None:
+    """A point of the task's part of the page (#wrap below #query) at least MISS_MARGIN_PX from every
+    visible element of the task area (#area may be only a few pixels tall, its elements placed
+    absolutely), drawn by `seed` from a 4-pixel grid; None when there is no such point."""
+    wrap, query = page.one("#wrap"), page.one("#query")
+    inside = page.elements("#area *")
+    m = MISS_MARGIN_PX
+    top = max(wrap.y, query.y + query.h) + m
+    points = [(float(x), float(y)) for y in range(int(top), int(wrap.y + wrap.h - m), 4)
+              for x in range(int(wrap.x + m), int(wrap.x + wrap.w - m), 4)]
+    free = [(x, y) for x, y in points
+            if not any(e.x - m <= x <= e.x + e.w + m and e.y - m <= y <= e.y + e.h + m for e in inside)]
+    return random.Random(seed).choice(free) if free else None
+
+
+def _miss(env: MiniWobEnv, page: Page, step: OracleStep, seed: int) -> OracleStep:
+    """The oracle's first step aimed at a blank point of the task area instead of its target: the
+    same words, a click that changes nothing (what a model's missed first click leaves behind)."""
+    point = blank_point(page, seed)
+    if point is None:
+        raise OracleError("no blank point in the task area for a deliberate miss")
+    w, h = env.screen
+    return OracleStep(Click(box=(min(999, round(point[0] * 1000 / w)), min(999, round(point[1] * 1000 / h)))),
+                      step.think, step.conclusion)
+
+
+def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAULT_MAX_STEPS,
+               miss_first: bool = False) -> OracleEpisode:
+    """Run the oracle of task `name` on `seed` to its end; never raises for a failed episode.
+
+    `miss_first`: a recovery episode. Before the oracle's first step (a Click), the same step aimed at
+    a blank point of the task area is played and recorded as history only: the page stays as it
+    was, and the oracle's click follows with the miss in its history."""
     solver = solver_for(name)
     task = env.make_task(name, seed, max_steps=max_steps)
     obs = env.reset(task)
     steps: list[RecordedStep] = []
     error: str | None = None
     done = False
+    page = Page(env)
     try:
-        for step in solver(Page(env)):
+        for step in solver(page):
             if done:
                 raise OracleError("the episode ended before the oracle finished")
+            if miss_first and not steps:
+                if not isinstance(step.action, Click):
+                    raise OracleError(f"a deliberate miss needs a Click first, the oracle's is {step.action!r}")
+                miss = _miss(env, page, step, seed)
+                before = obs.screenshot
+                obs, done, info = env.step(miss.action)
+                steps.append(RecordedStep(before, miss, to_raw(miss.action, env.px), history_only=True))
+                if done:
+                    raise OracleError("the deliberate miss ended the episode")
             raw = to_raw(step.action, env.px)
             before = obs.screenshot
             obs, done, info = env.step(step.action)
@@ -90,7 +143,7 @@ def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAUL
     success = error is None and env.is_successful()
     if error is None and not success:
         error = f"page reward {reward} (reason {state['reason']!r})"
-    return OracleEpisode(task, seed, steps, reward, success, error, env.screen)
+    return OracleEpisode(task, seed, steps, reward, success, error, env.screen, miss_first)
 
 
 def oracle_steps(env: MiniWobEnv, names: Sequence[str], max_steps: int, *, seed: int = 0) -> dict[str, int]:
@@ -114,17 +167,23 @@ def to_trajectory(ep: OracleEpisode, writer: DatasetWriter) -> Trajectory:
         ref = writer.put_image(rec.screenshot)
         steps.append(TrajectoryStep(image=ref, image_size=rec.screenshot.size, think=rec.step.think,
                                     action=render_action(rec.step.action),
-                                    conclusion=rec.step.conclusion, target_box=rec.step.target_box))
-    eid = f"{ep.name}:seed={ep.seed}"
+                                    conclusion=rec.step.conclusion, target_box=rec.step.target_box,
+                                    meta={HISTORY_ONLY: True} if rec.history_only else {}))
+    eid = ep.episode_id
     return Trajectory(id=f"miniwob:{eid}", episode_id=eid, platform="web", goal=ep.task.goal,
                       steps=steps, success=ep.success,
                       provenance=Provenance(source=SOURCE, source_id=eid, generator=GENERATOR,
                                             seed=ep.seed, extra={"task": ep.name}),
-                      meta={"task": ep.name, "reward": ep.reward, "simulated": False})
+                      meta={"task": ep.name, "reward": ep.reward, "simulated": False,
+                            **({"recovery": "miss_first"} if ep.miss_first else {})})
 
 
 def raw_lines(ep: OracleEpisode, shots: Path, rel: str) -> list[dict[str, Any]]:
-    """The episode in the raw trace format (screenshots saved under `shots`, named from `rel`)."""
+    """The episode in the raw trace format (screenshots saved under `shots`, named from `rel`); the
+    format has no history-only steps, so a recovery episode cannot be written in it."""
+    if ep.miss_first:
+        raise ValueError("a recovery episode (miss_first) has a history-only step, which the raw trace format "
+                         "cannot hold; collect it as a dataset")
     eid = f"{ep.name}:seed={ep.seed}"
     lines = []
     for i, rec in enumerate(ep.steps):
@@ -164,7 +223,7 @@ class CollectReport:
 
 def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw: bool = False,
             overwrite: bool = False, max_steps: int = DEFAULT_MAX_STEPS, scale: float = 2.0, workers: int = 1,
-            progress: Callable[[OracleEpisode], None] | None = None) -> CollectReport:
+            progress: Callable[[OracleEpisode], None] | None = None, miss_first: bool = False) -> CollectReport:
     """Attempt `n` oracle episodes of each task (seeds seed..seed+n-1); see the module docstring.
 
     `workers` browser contexts (one shared Chromium) play episodes side by side; the episodes are
@@ -174,6 +233,9 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
         raise ValueError(f"collect: n must be >= 1, got {n}")
     if workers < 1:
         raise ValueError(f"collect: workers must be >= 1, got {workers}")
+    if miss_first and raw:
+        raise ValueError("collect: recovery episodes (miss_first) have a history-only step that the raw trace "
+                         "format cannot hold; collect them as a dataset")
     for name in tasks:
         solver_for(name)  # unknown task: fail before starting a browser
     out = Path(out)
@@ -187,7 +249,7 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
             shots = out / "screenshots"
             shots.mkdir(parents=True, exist_ok=True)
             with open(out / "traces.jsonl", "w", encoding="utf-8") as f:
-                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress):
+                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress, miss_first):
                     if ep.steps:
                         for line in raw_lines(ep, shots, "screenshots"):
                             f.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -195,7 +257,7 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
         else:
             with DatasetWriter(out, sources=[SOURCE], overwrite=overwrite,
                                created_by="venus data collect (miniwob-oracle)") as writer:
-                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress):
+                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress, miss_first):
                     if ep.success:
                         writer.write(to_trajectory(ep, writer))
                         report.written += 1
@@ -203,16 +265,17 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
     return report
 
 
-def _play(env: MiniWobEnv, name: str, s: int, max_steps: int) -> OracleEpisode:
+def _play(env: MiniWobEnv, name: str, s: int, max_steps: int, miss_first: bool = False) -> OracleEpisode:
     try:
-        return run_oracle(env, name, s, max_steps=max_steps)
+        return run_oracle(env, name, s, max_steps=max_steps, miss_first=miss_first)
     except EnvError as exc:  # the page would not even start: one failed attempt
         task = Task(goal=f"MiniWoB {name}", app=name)
-        return OracleEpisode(task, s, [], None, False, str(exc), env.screen)
+        return OracleEpisode(task, s, [], None, False, str(exc), env.screen, miss_first)
 
 
 def _episodes(envs: Sequence[MiniWobEnv], tasks: Sequence[str], n: int, seed: int, max_steps: int,
-              report: CollectReport, progress: Callable[[OracleEpisode], None] | None) -> Iterator[OracleEpisode]:
+              report: CollectReport, progress: Callable[[OracleEpisode], None] | None,
+              miss_first: bool = False) -> Iterator[OracleEpisode]:
     """Every (task, seed) played once, on whichever env is free, yielded in (task, seed) order."""
     jobs = [(name, s) for name in tasks for s in range(seed, seed + n)]
     for name in tasks:
@@ -224,7 +287,7 @@ def _episodes(envs: Sequence[MiniWobEnv], tasks: Sequence[str], n: int, seed: in
     def play(job: tuple[str, int]) -> OracleEpisode:
         env = free.get()
         try:
-            return _play(env, job[0], job[1], max_steps)
+            return _play(env, job[0], job[1], max_steps, miss_first)
         finally:
             free.put(env)
 

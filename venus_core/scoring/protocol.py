@@ -197,7 +197,7 @@ def step_of(record: NavigationStep | Trajectory, index: int | None = None) -> Na
         return record
     if index is None or not 0 <= index < len(record.steps):
         raise ValueError(f"episode {record.id!r} has {len(record.steps)} steps; no step {index!r}")
-    return record.to_steps(HISTORY_STEPS)[index]
+    return record.to_steps(HISTORY_STEPS, history_only=True)[index]
 
 
 def rederive_prompt(step: NavigationStep) -> str:

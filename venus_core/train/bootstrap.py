@@ -41,6 +41,7 @@ class Extra:
     miniwob: tuple[str, ...] = ()  # MiniWoB++ tasks: `n` oracle episodes of each, collected in headless Chromium
     # (page seeds from the extra's seed; `level` and `size` do not apply) instead of synthetic records
     kind: str = ""  # synth kind of the records; "" = the stage's (a navigation stage may take fresh grounding records)
+    miss_first: bool = False  # MiniWoB++ recovery episodes: a deliberate miss (history only), then the oracle's click
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,8 @@ def bootstrap(
         train_size = sum(len(v) for v in corpus.train.values())
         entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size,
-                            "miniwob": list(e.miniwob), "kind": e.kind or st.kind, "seed": 1100 + 10 * k + i}
+                            "miniwob": list(e.miniwob), "kind": e.kind or st.kind, "seed": 1100 + 10 * k + i,
+                            **({"miss_first": True} if e.miss_first else {})}  # (the shipped plan's report as before)
                            for i, e in enumerate(st.extra)],
                  "refusal_share": refusal_share,
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
@@ -318,7 +320,7 @@ def bootstrap(
 
 def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "") -> str:
     if ex.miniwob:
-        return f"extra{k}.{i}-miniwob-{'+'.join(ex.miniwob)}-{ex.n}"
+        return f"extra{k}.{i}-miniwob-{'+'.join(ex.miniwob)}-{ex.n}" + ("-miss" if ex.miss_first else "")
     size = f"-{ex.size[0]}x{ex.size[1]}" if ex.size else ""
     kind = ex.kind or kind
     return f"extra{k}.{i}-level{ex.level}-{kind}-{ex.platform}{size}-{ex.n}" + (refusal if kind == "grounding" else "")
@@ -329,7 +331,7 @@ def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:
     bootstrap needs each task's episodes, so a task whose oracle succeeded on none is an error."""
     from venus_core.envs.miniwob_collect import collect
 
-    report = collect(ex.miniwob, ex.n, out, seed=seed, overwrite=True)
+    report = collect(ex.miniwob, ex.n, out, seed=seed, overwrite=True, miss_first=ex.miss_first)
     empty = [t for t in ex.miniwob if not report.succeeded.get(t)]
     if empty:
         raise RuntimeError(f"bootstrap: MiniWoB++ oracle succeeded on no episode of {empty} ({report.failures[:3]})")
