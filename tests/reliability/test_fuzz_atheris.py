@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,30 @@ SEEDS: dict[str, list[bytes]] = {
 }
 
 
+RSS_BUDGET_MB = 2048
+"""What a target may use beyond what it starts with (the targets themselves start at ~340 MB)."""
+
+
+def rss_limit_mb() -> int:
+    """libFuzzer's -rss_limit_mb for a target started from this process. libFuzzer reads the peak RSS
+    (getrusage), and Linux keeps a process's peak across fork and exec: a target started from a pytest
+    worker that once held 2.6 GB reports 2.6 GB before its first input and is stopped as out of memory
+    (a flake of the suite under load, where the worker's peak depends on the test files it ran
+    before). The limit is that inherited peak plus the target's own budget."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 + RSS_BUDGET_MB
+
+
+def test_the_rss_limit_counts_the_peak_a_child_inherits() -> None:
+    held = bytearray(300 * 1024 * 1024)
+    held[::4096] = b"\x01" * len(held[::4096])  # touch every page
+    limit = rss_limit_mb()
+    del held
+    child = subprocess.run([sys.executable, "-c", "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+                           capture_output=True, text=True, check=True)
+    inherited_mb = int(child.stdout) // 1024
+    assert inherited_mb >= 300 and limit - inherited_mb >= RSS_BUDGET_MB - 1
+
+
 @pytest.mark.parametrize("budget", BUDGETS)
 @pytest.mark.parametrize("target", sorted(SEEDS))
 def test_atheris(target: str, budget: Budget, tmp_path: Path) -> None:
@@ -46,7 +71,7 @@ def test_atheris(target: str, budget: Budget, tmp_path: Path) -> None:
     seed_flag = [f"-seed={os.environ['VENUS_FUZZ_SEED']}"] if budget.long and os.environ.get("VENUS_FUZZ_SEED") else []
     proc = subprocess.run(
         [sys.executable, str(HERE / "atheris_targets.py"), target, str(corpus), f"-atheris_runs={budget.examples}",
-         "-max_len=4096", "-rss_limit_mb=2048", *seed_flag],
+         "-max_len=4096", f"-rss_limit_mb={rss_limit_mb()}", *seed_flag],
         capture_output=True, text=True, timeout=3000, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     done = re.search(r"Done (\d+) in (\d+) second", proc.stderr)

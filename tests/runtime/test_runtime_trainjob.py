@@ -62,12 +62,19 @@ class Controller(threading.Thread):
         self.api, self.act, self.delay = api, act, delay
         self.seen: list[dict[str, Any]] = []
         self.error: BaseException | None = None
+        self.poll_errors: list[str] = []  # polls that failed and were retried (reported when a test fails)
 
     def run(self) -> None:
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                items = self.api.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["items"]
+                try:
+                    items = self.api.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
+                                                                   _request_timeout=10)["items"]
+                except Exception as exc:  # noqa: BLE001 - a slow or refused poll of the loaded fake API: poll again
+                    self.poll_errors.append(repr(exc))
+                    time.sleep(0.2)
+                    continue
                 if items:
                     self.seen.append(items[0])
                     time.sleep(self.delay)
@@ -126,9 +133,13 @@ def test_timeout_and_interrupt_delete_the_job(api: client.CustomObjectsApi) -> N
     assert _names(api) == []
     ctl = Controller(api, lambda a, o: _thread.interrupt_main())  # Ctrl-C while watching
     ctl.start()
-    with pytest.raises(KeyboardInterrupt):
-        TrainJobLauncher(api, NS, watch_s=0.5).run(_body("tj-interrupted"), timeout_s=60)
-    assert ctl.seen and _names(api) == []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            TrainJobLauncher(api, NS, watch_s=0.5).run(_body("tj-interrupted"), timeout_s=120)
+    finally:
+        ctl.join(5)
+        assert ctl.error is None, (ctl.error, ctl.poll_errors)
+    assert ctl.seen and _names(api) == [], ctl.poll_errors
 
 
 def _kubeconfig(path: Path, url: str) -> Path:
