@@ -7,7 +7,6 @@ that takes `s3_endpoint` runs against both."""
 from __future__ import annotations
 
 import os
-import queue
 import re
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from moto.server import ThreadedMotoServer
+from proc_lines import wait_for_line
 
 S3RVER = Path(sys.prefix) / "node" / "node_modules" / ".bin" / "s3rver"
 """Where `./dev setup` installs s3rver (`npm install --prefix <venv>/node s3rver`)."""
@@ -32,18 +32,11 @@ def _moto() -> Iterator[str]:
     server.stop()
 
 
-def _read_log(proc: subprocess.Popen[str], ports: queue.Queue[int | None]) -> None:
-    """Read s3rver's log to its end (a full pipe would block it); the port it listens on to `ports`
-    (None when it exits before saying)."""
+def _drain(proc: subprocess.Popen[str]) -> None:
+    """Read the rest of s3rver's log (a full pipe would block it)."""
     assert proc.stdout is not None
-    said = False
-    for line in proc.stdout:
-        m = None if said else re.search(r"listening on [\d.]+:(\d+)", line)
-        if m:
-            ports.put(int(m.group(1)))
-            said = True
-    if not said:
-        ports.put(None)
+    for _ in proc.stdout:
+        pass
 
 
 def _s3rver() -> Iterator[str]:
@@ -53,16 +46,14 @@ def _s3rver() -> Iterator[str]:
     # its only credentials are S3RVER / S3RVER, and it verifies every request's signature
     proc = subprocess.Popen([str(S3RVER), "-d", data, "-a", "127.0.0.1", "-p", "0", "--no-vhost-buckets"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ports: queue.Queue[int | None] = queue.Queue()
-    reader = threading.Thread(target=_read_log, args=(proc, ports), daemon=True)
-    reader.start()
+    reader: threading.Thread | None = None
     try:
-        try:
-            port = ports.get(timeout=60)
-        except queue.Empty:
-            port = None
-        if port is None:
-            pytest.fail(f"s3rver did not start within 60 s (exit code {proc.poll()})")
+        assert proc.stdout is not None
+        line = wait_for_line(proc.stdout, lambda t: re.search(r"listening on [\d.]+:\d+", t) is not None,
+                             timeout=60, what="s3rver")
+        port = int(re.search(r"listening on [\d.]+:(\d+)", line).group(1))  # type: ignore[union-attr]
+        reader = threading.Thread(target=_drain, args=(proc,), daemon=True)
+        reader.start()
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -71,7 +62,8 @@ def _s3rver() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-        reader.join(timeout=10)
+        if reader is not None:
+            reader.join(timeout=10)
         assert proc.stdout is not None
         proc.stdout.close()
         shutil.rmtree(data, ignore_errors=True)

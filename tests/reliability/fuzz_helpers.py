@@ -122,6 +122,17 @@ HUGE_INT_TEXT = "9" * 5000
 DEEP_JSON = "[" * 5000
 """Deeper than the JSON decoder's recursion limit: `json.loads` raises RecursionError on it."""
 
+def yaml_alias_bomb(levels: int, fanout: int, use: str) -> str:
+    """YAML where each of `levels` anchors lists `fanout` aliases of the one before ("billion laughs":
+    fanout**(levels-1) values from a few hundred bytes); `use` is the last line, with `{alias}` for
+    the last anchor (e.g. "mid_train: {{max_steps: {alias}}}")."""
+    lines = ["a0: &a0 [lol]"]
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fanout)}]")
+    lines.append(use.format(alias=f"*a{levels - 1}"))
+    return "\n".join(lines) + "\n"
+
+
 HOSTILE_NUMBERS = st.sampled_from([
     float("nan"), float("inf"), float("-inf"), 1e308, -1e308, 5e-324, -0.0, 0.5, 1000.5, -1,
     2**31, 2**63, 2**64 + 1, 10**30, -(10**30), 10**400,

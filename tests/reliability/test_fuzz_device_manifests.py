@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
-from fuzz_helpers import BUDGETS, DEEP_JSON, HUGE_INT_TEXT, Budget, fuzz, mutated, mutated_text
+from fuzz_helpers import (BUDGETS, DEEP_JSON, HUGE_INT_TEXT, Budget, fuzz, mutated, mutated_text,
+                          yaml_alias_bomb)
 from hypothesis import strategies as st
 
 from venus_core.daas.routing import KINDS, load_devices
@@ -45,11 +46,7 @@ YAML_HOSTILE = st.sampled_from([
 
 
 def _bomb(levels: int, fanout: int, key: str) -> str:
-    lines = ["a0: &a0 [lol]"]
-    for i in range(1, levels):
-        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fanout)}]")
-    lines.append(f"{key}: *a{levels - 1}")
-    return "\n".join(lines) + "\n"
+    return yaml_alias_bomb(levels, fanout, key + ": {alias}")
 
 
 def _dump_all(docs: Any) -> str:

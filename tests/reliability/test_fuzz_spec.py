@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fuzz_helpers import BUDGETS, HUGE_INT_TEXT, JSON_VALUES, Budget, fuzz, mutated, mutated_text
+from fuzz_helpers import (BUDGETS, HUGE_INT_TEXT, JSON_VALUES, Budget, fuzz, mutated, mutated_text,
+                          yaml_alias_bomb)
 from hypothesis import strategies as st
 
 from venus_core.config.loader import SpecError, dump_spec, load_spec, read_spec_dict
@@ -33,11 +34,7 @@ YAML_TOKENS = st.sampled_from([
 
 
 def _bomb(levels: int, fanout: int) -> str:
-    lines = ["a0: &a0 [lol]"]
-    for i in range(1, levels):
-        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fanout)}]")
-    lines.append(f"mid_train: {{max_steps: *a{levels - 1}}}")
-    return "\n".join(lines) + "\n"
+    return yaml_alias_bomb(levels, fanout, "mid_train: {{max_steps: {alias}}}")
 
 
 def _yaml(data: object) -> str:
