@@ -11,6 +11,7 @@ temporary directory).
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -131,12 +132,17 @@ def test_timeout_and_interrupt_delete_the_job(api: client.CustomObjectsApi) -> N
     with pytest.raises(TrainJobTimeout, match="did not finish within 1 s"):
         TrainJobLauncher(api, NS, watch_s=0.5).run(_body("tj-slow"), timeout_s=1)
     assert _names(api) == []
-    ctl = Controller(api, lambda a, o: _thread.interrupt_main())  # Ctrl-C while watching
+    # Ctrl-C while watching. `interrupt_main` does nothing where SIGINT is ignored, and a process
+    # started in the background by a non-interactive shell (`nohup ./dev test &`) inherits SIGINT
+    # ignored: the test installs Python's own handler, as a terminal's Ctrl-C would find it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    ctl = Controller(api, lambda a, o: _thread.interrupt_main())
     ctl.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             TrainJobLauncher(api, NS, watch_s=0.5).run(_body("tj-interrupted"), timeout_s=120)
     finally:
+        signal.signal(signal.SIGINT, previous)
         ctl.join(5)
         assert ctl.error is None, (ctl.error, ctl.poll_errors)
     assert ctl.seen and _names(api) == [], ctl.poll_errors
