@@ -23,7 +23,8 @@ import yaml
 from pydantic import ValidationError
 
 from venus_core.config.spec import AgentSpec
-from venus_core.config.yamlfile import LOADER, check_expansion
+from venus_core.config.yamlfile import LOADER as _LOADER
+from venus_core.config.yamlfile import check_expansion
 
 
 MAX_SPEC_BYTES = 1 << 20
@@ -32,9 +33,6 @@ MAX_SPEC_VALUES = 100_000
 """Most values (mappings, lists, scalars) a spec may expand to, aliases counted at each use."""
 MAX_SPEC_DEPTH = 64
 """Deepest nesting of a spec (the real sections nest 5 deep)."""
-
-_LOADER = LOADER
-
 
 class SpecError(ValueError):
     """An agent spec could not be loaded; the message names the file, line and field."""

@@ -102,17 +102,13 @@ def parse_devices(records: Iterable[Any], source: str) -> list[DeviceSpec]:
         labels = rec.get("labels") or {}
         if not isinstance(labels, dict):
             raise ValueError(f"{where}: field 'labels' must be a mapping, got {type(labels).__name__}")
+        fields = {"id": _text(rec["id"], where, "id"), "kind": _text(rec["kind"], where, "kind"),
+                  "group": _text(rec.get("group", "default"), where, "group"),
+                  "labels": {_text(k, where, "labels"): _text(v, where, f"labels.{k}") for k, v in labels.items()}}
         try:
-            spec = DeviceSpec(
-                id=_text(rec["id"], where, "id"),
-                kind=_text(rec["kind"], where, "kind"),
-                group=_text(rec.get("group", "default"), where, "group"),
-                host=host,
-                port=int(port),
-                labels={_text(k, where, "labels"): _text(v, where, f"labels.{k}") for k, v in labels.items()},
-            )
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
+            spec = DeviceSpec(host=host, port=int(port), **fields)
+        except ValueError as exc:  # DeviceSpec's own checks (id, kind, port range)
+            raise ValueError(f"{where}: {exc}") from None
         if spec.id in seen:
             raise ValueError(f"{where}: duplicate device id {spec.id!r}")
         seen.add(spec.id)

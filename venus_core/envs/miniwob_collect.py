@@ -184,7 +184,7 @@ def raw_lines(ep: OracleEpisode, shots: Path, rel: str) -> list[dict[str, Any]]:
     if ep.miss_first:
         raise ValueError("a recovery episode (miss_first) has a history-only step, which the raw trace format "
                          "cannot hold; collect it as a dataset")
-    eid = f"{ep.name}:seed={ep.seed}"
+    eid = ep.episode_id
     lines = []
     for i, rec in enumerate(ep.steps):
         name = f"{ep.name}-{ep.seed}-{i}.png"
