@@ -38,7 +38,7 @@ from venus_core.data.schema import HISTORY_ONLY, Provenance, Trajectory, Traject
 from venus_core.data.store import DatasetWriter
 from venus_core.envs.base import DEFAULT_MAX_STEPS, EnvError, Task
 from venus_core.envs.miniwob import MiniWobEnv
-from venus_core.envs.miniwob_oracle import OracleError, OracleStep, Page, solver_for
+from venus_core.envs.miniwob_oracle import OracleError, OracleStep, Page, frame_point, solver_for
 
 GENERATOR = "miniwob-oracle"
 SOURCE = "miniwob"
@@ -99,8 +99,7 @@ def _miss(env: MiniWobEnv, page: Page, step: OracleStep, seed: int) -> OracleSte
     if point is None:
         raise OracleError("no blank point in the task area for a deliberate miss")
     w, h = env.screen
-    return OracleStep(Click(box=(min(999, round(point[0] * 1000 / w)), min(999, round(point[1] * 1000 / h)))),
-                      step.think, step.conclusion)
+    return OracleStep(Click(box=frame_point(point[0], point[1], w, h)), step.think, step.conclusion)
 
 
 def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAULT_MAX_STEPS,

@@ -144,8 +144,12 @@ class Page:
         x1, y1 = max(0.0, el.x), max(0.0, el.y)
         x2, y2 = min(float(w), el.x + el.w), min(float(h), el.y + el.h)
         box = box_from_pixels(x1, y1, x2, y2, w, h)
-        point = (min(1000, round(cx * 1000 / w)), min(1000, round(cy * 1000 / h)))
-        return OracleStep(Click(box=point), think, conclusion, box, (x1, y1, x2, y2))
+        return OracleStep(Click(box=frame_point(cx, cy, w, h)), think, conclusion, box, (x1, y1, x2, y2))
+
+
+def frame_point(x: float, y: float, w: int, h: int) -> tuple[int, int]:
+    """A viewport pixel in the 0–1000 frame of the actions (clamped to 1000 at the far edges)."""
+    return min(1000, round(x * 1000 / w)), min(1000, round(y * 1000 / h))
 
 
 Solver = Callable[[Page], Iterator[OracleStep]]
