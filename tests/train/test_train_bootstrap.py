@@ -20,26 +20,31 @@ def _steps(*first: int) -> list[int]:
 
 
 def test_stage_plans() -> None:
-    assert [s.level for s in DEFAULT_STAGES] == [0, 0, 1, 1, 1, 1, 1, 1, 1]
-    assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 4 + ["navigation"] * 5
-    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4, 0, 0, 0, 0, 0, 0, 0, 0]  # coarse-to-fine on level 0
-    assert DEFAULT_STAGES[4].steps >= 600  # fewer did not teach the action format (parse 0/64 at 150)
+    assert [s.level for s in DEFAULT_STAGES] == [0, 0] + [1] * 7 + [2] * 6
+    assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 4 + ["navigation"] * 5 + ["grounding"] * 3 + ["navigation"] * 3
+    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4] + [0] * 14  # coarse-to-fine on level 0
+    assert DEFAULT_STAGES[4].steps >= 600 and DEFAULT_STAGES[12].steps >= 600  # fewer did not teach the action format
     assert all(s.head > 0 and s.replay > 0 for s in DEFAULT_STAGES[2:])  # instruction head and replay above level 0
     assert all(s.lr > 0 for s in DEFAULT_STAGES)  # independent of the spec's mid_train.lr (venus-tiny: 5e-4)
-    # from stage 5 on, attention supervision on fresh level-1 episodes plus level-0 ones
-    assert [s.attend > 0 for s in DEFAULT_STAGES] == [False] * 5 + [True] * 4
-    for st in DEFAULT_STAGES[5:]:
-        assert st.seed not in (0, 1001) and (st.extra[0].level, st.extra[0].n) == (0, 2000)
-    # the last stage shows the model MiniWoB++ pages of the level-0/1 web tasks (oracle episodes)
-    assert DEFAULT_STAGES[-1].extra[1].miniwob == ("click-test", "click-test-2", "click-color")
-    # the consolidation stages keep navigation rows in every batch (a grounding-only stage destroyed
-    # the navigation format) and give grounding a growing share
-    shares = [(s.mixture.grounding, s.mixture.navigation) for s in DEFAULT_STAGES[6:] if s.mixture]
+    # per level, the format stage without attention supervision, then stages with it on fresh episodes
+    assert [s.attend > 0 for s in DEFAULT_STAGES] == [False] * 5 + [True] * 4 + [False] * 4 + [True] * 2
+    for st in (*DEFAULT_STAGES[5:9], *DEFAULT_STAGES[13:]):
+        assert st.seed not in (0, 1001, 1002) and (st.extra[0].level, st.extra[0].n) == (0, 2000)
+    assert DEFAULT_STAGES[13].seed != DEFAULT_STAGES[14].seed
+    # the last stage of each level shows the model MiniWoB++ pages of the level-0/1 web tasks (oracle episodes)
+    for st in (DEFAULT_STAGES[8], *DEFAULT_STAGES[13:]):
+        assert st.extra[-1].miniwob == ("click-test", "click-test-2", "click-color")
+    # the level-1 consolidation stages keep navigation rows in every batch (a grounding-only stage
+    # destroyed the navigation format) and give grounding a growing share
+    shares = [(s.mixture.grounding, s.mixture.navigation) for s in DEFAULT_STAGES[6:9] if s.mixture]
     assert shares == [(0.6, 0.4), (0.9, 0.1), (0.5, 0.5)]
+    # level 2: the vision tower reads the labels beside every stage, three runs of the grounding schedule
+    assert all(s.read > 0 for s in DEFAULT_STAGES[9:]) and not any(s.read for s in DEFAULT_STAGES[:9])
+    assert DEFAULT_STAGES[9] == DEFAULT_STAGES[10] == DEFAULT_STAGES[11] and DEFAULT_STAGES[9].refusal == 0.3
     half = scaled(DEFAULT_STAGES, 0.5)
     assert [s.steps for s in half] == [round(s.steps / 2) for s in DEFAULT_STAGES]
     assert [s.n for s in scaled(DEFAULT_STAGES, 3.0)] == [s.n for s in DEFAULT_STAGES]  # data never grows
-    assert [e.n for e in half[-1].extra] == [1000, 150] and [e.n for e in scaled(DEFAULT_STAGES, 3.0)[-1].extra] == [2000, 300]
+    assert [e.n for e in half[8].extra] == [1000, 150] and [e.n for e in scaled(DEFAULT_STAGES, 3.0)[8].extra] == [2000, 300]
     assert [s.coarse_grid for s in scaled(DEFAULT_STAGES, 0.5)] == [s.coarse_grid for s in DEFAULT_STAGES]
     plan = with_steps(DEFAULT_STAGES, _steps(3, 0, 5, 0, 2))
     assert [(s.level, s.kind, s.steps, s.coarse_grid) for s in plan if s.steps] == [

@@ -4,8 +4,8 @@ Why: measured on 2 CPU cores (docs/learning_mid_train.md), a tiny
 Qwen3-VL from random init learns the answer format in a minute and "one target on screen" in five,
 but choosing the element the *instruction* names needs 15–30 CPU-minutes. A laptop mid-training run
 should not pay that every time, so this command trains the tiny model through curriculum levels
-0 → 1 (one button; pick the named one by colour among 3-9) and level 1's tasks as navigation
-episodes, and writes a few-MB HF checkpoint that `model.base: bootstrap` points at.
+0 → 1 → 2 (one button; pick the named one by colour among 3-9; by its label) and the levels' tasks
+as navigation episodes, and writes a few-MB HF checkpoint that `model.base: bootstrap` points at.
 
 Each stage synthesises its own data with seeds (1000 + level) that differ from every seed the
 embedded agent spec trains or evaluates on, trains with a fresh AdamW and cosine schedule, and
@@ -70,6 +70,17 @@ class Stage:
             raise ValueError(f"bootstrap: Stage.refusal must be in [0, 1], got {self.refusal!r}")
 
 
+_MINIWOB_EASY = ("click-test", "click-test-2", "click-color")
+_READING = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
+                 extra=(Extra(0, 4000),), refusal=0.3)
+_LEVEL2_NAV_REFUSAL = 0.3  # the level-2 navigation stages' grounding records (with fresh level-0/1 ones beside)
+_LEVEL2_BESIDE = (Extra(0, 2000), Extra(1, 2000)) + (
+    (Extra(0, 1000, kind="grounding"), Extra(1, 1000, kind="grounding")) if _LEVEL2_NAV_REFUSAL else ())
+_LEVEL2_FORMAT = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
+                       extra=_LEVEL2_BESIDE, refusal=_LEVEL2_NAV_REFUSAL)
+_LEVEL2_ATTEND = replace(_LEVEL2_FORMAT, steps=400, attend=1.0, seed=1201,
+                         extra=(*_LEVEL2_BESIDE, Extra(0, 300, "web", miniwob=_MINIWOB_EASY)))
+
 DEFAULT_STAGES: tuple[Stage, ...] = (
     Stage(0, "grounding", 2000, 2400, GROUNDING_ONLY, coarse_grid=4, lr=2e-3),
     Stage(0, "grounding", 2000, 600, GROUNDING_ONLY, lr=2e-3),
@@ -84,20 +95,28 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
           head=1.0, replay=0.6, lr=5e-4, attend=1.0, extra=(Extra(0, 2000),), seed=1202),
     Stage(1, "navigation", 4000, 400, MixtureSpec(perception=0.0, vqa=0.0, grounding=0.5, navigation=0.5),
           head=1.0, replay=0.5, lr=5e-4, attend=1.0, seed=1203,
-          extra=(Extra(0, 2000), Extra(0, 300, "web", miniwob=("click-test", "click-test-2", "click-color")))),
+          extra=(Extra(0, 2000), Extra(0, 300, "web", miniwob=_MINIWOB_EASY))),
+    _READING,
+    _READING,
+    _READING,
+    _LEVEL2_FORMAT,
+    _LEVEL2_ATTEND,
+    replace(_LEVEL2_ATTEND, seed=1204),
 )
 """Coarse-to-fine on one target (level 0, targets first snapped to a 4 x 4 grid, then exact), then
 pick by colour (level 1) in two runs of its cosine schedule (a fresh warm-up and decay over the same
-screens, in a new order), then level 1's single-screen tasks as navigation episodes. Levels 2 (pick
-by label) and 3 (app screens, the full mixture) are not trained here: the tiny vision tower does not
-read the labels (a linear probe on its token under the target finds the word at chance level,
-docs/learning.md; the reading task, `Stage(kind="reading")` or `Stage.read`, teaches it, and a
-level-2 grounding with it beside reaches 67-79 % of held-out level-2 screens against 14 %, but
-these stages are not in the shipped plan yet: a grounding-only stage costs the navigation format,
-and the level-2 navigation stages that bring it back cost level-1 refusals and MiniWoB++ clicks;
-`scripts/experiments/reading_consolidate.py`, docs/learning.md), and the level-3 mixture at
-lr 2e-3 undid levels 0-1 (level 0 86 -> 40 %, level 1 99 -> 78 % on held-out screens);
-mid-training trains the four-domain mixture anyway. Measured (docs/learning.md): exact targets
+screens, in a new order), then level 1's single-screen tasks as navigation episodes (stages 4-8,
+below), then pick by label (level 2, stages 9-14): three runs of a level-2 grounding schedule with
+the reading task beside it (`Stage.read`: the tiny vision tower did not read the labels, a linear
+probe on its token under the target found the word at chance level and level-2 grounding stayed near
+14 %; 30 % of these stages' records name an absent element, so that refusals survive them), then
+level 2's single-screen tasks as navigation episodes as stages 4-5 do for level 1: the format stage,
+then the same stage with attention supervision, twice, on fresh episodes with MiniWoB++ oracle
+episodes beside (after the grounding-only runs the format stage alone left the live click at the
+random-button level; `scripts/experiments/reading_consolidate.py`, docs/learning.md). Level 3 (app
+screens, the full mixture) is not trained here: the level-3 mixture at lr 2e-3 undid levels 0-1
+(level 0 86 -> 40 %, level 1 99 -> 78 % on held-out screens); mid-training trains the four-domain
+mixture anyway. Measured (docs/learning.md): exact targets
 from random init left the answers independent of the image for 1,200 steps; 400 coarse steps
 then 100 exact ones reached 67 % held-out hits on level 0 (94.5 % after 400). Leaving the coarse
 plateau is stochastic (250 to > 450 steps over data seeds; at commit c1c9ac7 seed 0 was still on it
