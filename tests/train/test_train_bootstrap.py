@@ -32,8 +32,11 @@ def test_stage_plans() -> None:
         assert st.seed not in (0, 1001, 1002) and (st.extra[0].level, st.extra[0].n) == (0, 2000)
     assert DEFAULT_STAGES[13].seed != DEFAULT_STAGES[14].seed
     # the last stage of each level shows the model MiniWoB++ pages of the level-0/1 web tasks (oracle episodes)
-    for st in (DEFAULT_STAGES[8], *DEFAULT_STAGES[13:]):
-        assert st.extra[-1].miniwob == ("click-test", "click-test-2", "click-color")
+    assert DEFAULT_STAGES[8].extra[-1].miniwob == ("click-test", "click-test-2", "click-color")
+    for st in DEFAULT_STAGES[13:]:  # and at level 2 recovery episodes (a missed first click, then the click)
+        web = [(e.n, e.miniwob, e.miss_first) for e in st.extra if e.miniwob]
+        assert web == [(300, ("click-test", "click-test-2", "click-color"), False),
+                       (150, ("click-test", "click-test-2", "click-color"), True)]
     # the level-1 consolidation stages keep navigation rows in every batch (a grounding-only stage
     # destroyed the navigation format) and give grounding a growing share
     shares = [(s.mixture.grounding, s.mixture.navigation) for s in DEFAULT_STAGES[6:9] if s.mixture]

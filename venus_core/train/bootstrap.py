@@ -79,7 +79,8 @@ _LEVEL2_BESIDE = (Extra(0, 2000), Extra(1, 2000)) + (
 _LEVEL2_FORMAT = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
                        extra=_LEVEL2_BESIDE, refusal=_LEVEL2_NAV_REFUSAL)
 _LEVEL2_ATTEND = replace(_LEVEL2_FORMAT, steps=400, attend=1.0, seed=1201,
-                         extra=(*_LEVEL2_BESIDE, Extra(0, 300, "web", miniwob=_MINIWOB_EASY)))
+                         extra=(*_LEVEL2_BESIDE, Extra(0, 300, "web", miniwob=_MINIWOB_EASY),
+                                Extra(0, 150, "web", miniwob=_MINIWOB_EASY, miss_first=True)))
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
     Stage(0, "grounding", 2000, 2400, GROUNDING_ONLY, coarse_grid=4, lr=2e-3),
@@ -113,7 +114,9 @@ probe on its token under the target found the word at chance level and level-2 g
 level 2's single-screen tasks as navigation episodes as stages 4-5 do for level 1: the format stage,
 then the same stage with attention supervision, twice, on fresh episodes with MiniWoB++ oracle
 episodes beside (after the grounding-only runs the format stage alone left the live click at the
-random-button level; `scripts/experiments/reading_consolidate.py`, docs/learning.md). Level 3 (app
+random-button level; `scripts/experiments/reading_consolidate.py`, docs/learning.md) and MiniWoB++
+recovery episodes (a first click that misses, kept as history, then the oracle's click: without
+them two thirds of the MiniWoB++ steps after these stages were invalid, the step after a miss). Level 3 (app
 screens, the full mixture) is not trained here: the level-3 mixture at lr 2e-3 undid levels 0-1
 (level 0 86 -> 40 %, level 1 99 -> 78 % on held-out screens); mid-training trains the four-domain
 mixture anyway. Measured (docs/learning.md): exact targets
