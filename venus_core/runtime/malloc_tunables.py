@@ -51,7 +51,9 @@ def reexec_tuned() -> None:
     env = tuned_environment(os.environ)
     if env is None:
         return
-    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    # the interpreter's own options and `-m` / `-c` / the script as started; argv[0] the full path
+    # (an interpreter found on PATH by a bare name could resolve to another install on re-execution)
+    argv = [sys.executable, *(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])[1:]]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)
