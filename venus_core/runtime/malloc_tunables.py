@@ -51,9 +51,7 @@ def reexec_tuned() -> None:
     env = tuned_environment(os.environ)
     if env is None:
         return
-    # the interpreter's own options and `-m` / `-c` / the script as started; argv[0] the full path
-    # (an interpreter found on PATH by a bare name could resolve to another install on re-execution)
-    argv = [sys.executable, *(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])[1:]]
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)
