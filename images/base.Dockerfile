@@ -17,12 +17,8 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends fonts-dejavu-core fonts-wqy-microhei adb ca-certificates chromium \
  && rm -rf /var/lib/apt/lists/*
 
-# GLIBC_TUNABLES: large blocks stay in the heap instead of an mmap per allocation (CPU training
-# ~1.7x faster, the same weights; venus_core/runtime/malloc_tunables.py, which the `venus` command
-# applies by re-executing itself; a stage started as `python -m` gets it from here).
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VENUS_GIT_REV=${VENUS_GIT_REV} \

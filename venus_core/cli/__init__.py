@@ -57,11 +57,6 @@ def version() -> None:
 
 
 def main() -> None:
-    """The `venus` console script: glibc malloc settings first (venus_core/runtime/malloc_tunables.py:
-    the process re-executes itself once with them), then the command."""
-    from venus_core.runtime.malloc_tunables import reexec_tuned
-
-    reexec_tuned()
     try:
         app()
     finally:
