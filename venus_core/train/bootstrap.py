@@ -73,11 +73,11 @@ class Stage:
 _MINIWOB_EASY = ("click-test", "click-test-2", "click-color")
 _READING = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
                  extra=(Extra(0, 4000),), refusal=0.3)
-_LEVEL2_NAV_REFUSAL = 0.3  # the level-2 navigation stages' grounding records (with fresh level-0/1 ones beside)
-_LEVEL2_BESIDE = (Extra(0, 2000), Extra(1, 2000)) + (
-    (Extra(0, 1000, kind="grounding"), Extra(1, 1000, kind="grounding")) if _LEVEL2_NAV_REFUSAL else ())
+# the level-2 navigation stages: level-0/1 episodes and fresh level-0/1 grounding records beside,
+# 30 % of their grounding records refusals
+_LEVEL2_BESIDE = (Extra(0, 2000), Extra(1, 2000), Extra(0, 1000, kind="grounding"), Extra(1, 1000, kind="grounding"))
 _LEVEL2_FORMAT = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
-                       extra=_LEVEL2_BESIDE, refusal=_LEVEL2_NAV_REFUSAL)
+                       extra=_LEVEL2_BESIDE, refusal=0.3)
 _LEVEL2_ATTEND = replace(_LEVEL2_FORMAT, steps=400, attend=1.0, seed=1201,
                          extra=(*_LEVEL2_BESIDE, Extra(0, 300, "web", miniwob=_MINIWOB_EASY),
                                 Extra(0, 150, "web", miniwob=_MINIWOB_EASY, miss_first=True)))
@@ -116,8 +116,8 @@ then the same stage with attention supervision, twice, on fresh episodes with Mi
 episodes beside (after the grounding-only runs the format stage alone left the live click at the
 random-button level; `scripts/experiments/reading_consolidate.py`, docs/learning.md) and MiniWoB++
 recovery episodes (a first click that misses, kept as history, then the oracle's click: without
-them two thirds of the MiniWoB++ steps after these stages were invalid, the step after a miss). Level 3 (app
-screens, the full mixture) is not trained here: the level-3 mixture at lr 2e-3 undid levels 0-1
+them two thirds of the MiniWoB++ steps after these stages were invalid, the step after a miss).
+Level 3 (app screens, the full mixture) is not trained here: the level-3 mixture at lr 2e-3 undid levels 0-1
 (level 0 86 -> 40 %, level 1 99 -> 78 % on held-out screens); mid-training trains the four-domain
 mixture anyway. Measured (docs/learning.md): exact targets
 from random init left the answers independent of the image for 1,200 steps; 400 coarse steps
