@@ -67,8 +67,9 @@ def test_retries_429_5xx_and_connection_errors_with_backoff() -> None:
 
 def test_timeout_is_retried_and_4xx_is_not() -> None:
     sleeps: list[float] = []
-    with ScriptedChatServer([Reply(delay_s=0.8, content="late"), Reply(content="on time")]) as srv:
-        client = _client(srv, sleeps, timeout_s=0.25)
+    # the on-time reply gets a whole second: a loaded CI machine once took over 0.25 s to answer it
+    with ScriptedChatServer([Reply(delay_s=3.0, content="late"), Reply(content="on time")]) as srv:
+        client = _client(srv, sleeps, timeout_s=1.0)
         assert client.request({"model": "m"}) == ["on time"] and client.retries == 1
     with ScriptedChatServer([Reply(status=400, body=b'{"error": "unknown model"}'), Reply(content="x")]) as srv:
         client = _client(srv, sleeps)

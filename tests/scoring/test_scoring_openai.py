@@ -88,8 +88,9 @@ def test_rate_limit_honours_retry_after(synth_dir: Path, synth_records: list) ->
 
 def test_timeout_is_retried_then_given_up(synth_dir: Path, synth_records: list) -> None:
     reader = DatasetReader(synth_dir)
-    with ScriptedChatServer([Reply(delay_s=1.0, content="late"), judgement_reply(8, 6)]) as srv:
-        judge, _ = _judge(srv, reader, timeout_s=0.3)
+    # the on-time reply gets a whole second, so a loaded machine cannot make it late too
+    with ScriptedChatServer([Reply(delay_s=3.0, content="late"), judgement_reply(8, 6)]) as srv:
+        judge, _ = _judge(srv, reader, timeout_s=1.0)
         [v] = judge.judge_many(synth_records[:1])
     assert isinstance(v, Judgement) and v.score == 6 and judge.retries == 1
     with ScriptedChatServer([Reply(delay_s=0.6, content="late")] * 2) as srv:
