@@ -9,6 +9,7 @@ are mounted here; each module keeps its heavy imports inside the command functio
 from __future__ import annotations
 
 import gc
+import sys
 
 import typer
 
@@ -57,6 +58,13 @@ def version() -> None:
 
 
 def main() -> None:
+    """The `venus` console script. A long CPU training command (`venus bootstrap`) first re-executes
+    itself once with glibc malloc settings (venus_core/runtime/malloc_tunables.py); in-process
+    callers of `app` (tests) never re-execute."""
+    from venus_core.runtime.malloc_tunables import reexec_tuned, wants_tuning
+
+    if wants_tuning(sys.argv):
+        reexec_tuned()
     try:
         app()
     finally:

@@ -19,6 +19,7 @@ def bootstrap_cmd(
     steps: Annotated[str | None, typer.Option("--steps", help="comma-separated optimizer steps per stage, e.g. 2400,600,4000,2000,600; 0 skips a stage; data sizes stay those of --scale, so watch passes_over_data in the report")] = None,
     init: Annotated[Path | None, typer.Option("--init", help="continue from a stage checkpoint (WORK/ckpt-K/step-N) instead of random init")] = None,
     eval_limit: Annotated[int, typer.Option("--eval-limit", min=1, help="held-out samples per domain per stage")] = 100,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="torch CPU threads (default: OMP_NUM_THREADS, else 1); the weights depend on it (float order), so the shipped checkpoint's command names it")] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", "-s", help=SET_HELP + " (e.g. model.tiny.hidden_size=256)")] = None,
 ) -> None:
     """Pre-train the tiny model through curriculum levels 0 (coarse, then exact) → 1 → 2 (grounding, then navigation) → 3 (about an hour of one core at scale 1)."""
@@ -30,7 +31,7 @@ def bootstrap_cmd(
     from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, scaled, with_steps
     from venus_core.train.tracker import JsonlTracker, ProgressTracker, Tracker
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch.set_num_threads(threads or int(os.environ.get("OMP_NUM_THREADS", "1")))
     try:
         stages = scaled(DEFAULT_STAGES, scale)
         if steps:

@@ -16,6 +16,7 @@ bootstrap only stands in for that pre-training at toy scale.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -247,7 +248,10 @@ def bootstrap(
     env = DistEnv(0, 1, 0, torch.device("cpu"), "single")
     report: dict[str, Any] = {"tiny": spec.model.tiny.model_dump(mode="json"), "stages": [],
                               "init_checkpoint": str(init_checkpoint) if init_checkpoint else None, "skipped": [],
-                              "earlier": _earlier_stages(work, stages, init_checkpoint)}
+                              "earlier": _earlier_stages(work, stages, init_checkpoint),
+                              # what the weights and the timing depend on beyond the plan (float order; malloc)
+                              "torch_threads": torch.get_num_threads(),
+                              "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}
     offset = 0
     lower: dict[int, list[Any]] = {}  # level -> training items of that level's data (exact targets)
     last = max((k for k, st in enumerate(stages) if st.steps), default=-1)
@@ -353,7 +357,8 @@ def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:
     bootstrap needs each task's episodes, so a task whose oracle succeeded on none is an error."""
     from venus_core.envs.miniwob_collect import collect
 
-    report = collect(ex.miniwob, ex.n, out, seed=seed, overwrite=True, miss_first=ex.miss_first)
+    # four browser contexts play side by side (page loads overlap); the episodes written do not depend on it
+    report = collect(ex.miniwob, ex.n, out, seed=seed, overwrite=True, miss_first=ex.miss_first, workers=4)
     empty = [t for t in ex.miniwob if not report.succeeded.get(t)]
     if empty:
         raise RuntimeError(f"bootstrap: MiniWoB++ oracle succeeded on no episode of {empty} ({report.failures[:3]})")
