@@ -20,17 +20,17 @@ def _steps(*first: int) -> list[int]:
 
 
 def test_stage_plans() -> None:
-    assert [s.level for s in DEFAULT_STAGES] == [0, 0] + [1] * 7 + [2] * 6
-    assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 4 + ["navigation"] * 5 + ["grounding"] * 3 + ["navigation"] * 3
-    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4] + [0] * 14  # coarse-to-fine on level 0
+    assert [s.level for s in DEFAULT_STAGES] == [0, 0] + [1] * 7 + [2] * 8
+    assert [s.kind for s in DEFAULT_STAGES] == ["grounding"] * 4 + ["navigation"] * 5 + ["grounding"] * 3 + ["navigation"] * 5
+    assert [s.coarse_grid for s in DEFAULT_STAGES] == [4] + [0] * 16  # coarse-to-fine on level 0
     assert DEFAULT_STAGES[4].steps >= 600 and DEFAULT_STAGES[12].steps >= 600  # fewer did not teach the action format
     assert all(s.head > 0 and s.replay > 0 for s in DEFAULT_STAGES[2:])  # instruction head and replay above level 0
     assert all(s.lr > 0 for s in DEFAULT_STAGES)  # independent of the spec's mid_train.lr (venus-tiny: 5e-4)
     # per level, the format stage without attention supervision, then stages with it on fresh episodes
-    assert [s.attend > 0 for s in DEFAULT_STAGES] == [False] * 5 + [True] * 4 + [False] * 4 + [True] * 2
+    assert [s.attend > 0 for s in DEFAULT_STAGES] == [False] * 5 + [True] * 4 + [False] * 4 + [True] * 4
     for st in (*DEFAULT_STAGES[5:9], *DEFAULT_STAGES[13:]):
         assert st.seed not in (0, 1001, 1002) and (st.extra[0].level, st.extra[0].n) == (0, 2000)
-    assert DEFAULT_STAGES[13].seed != DEFAULT_STAGES[14].seed
+    assert len({st.seed for st in DEFAULT_STAGES[13:]}) == 4  # fresh level-2 episodes in every stage
     # the last stage of each level shows the model MiniWoB++ pages of the level-0/1 web tasks (oracle episodes)
     assert DEFAULT_STAGES[8].extra[-1].miniwob == ("click-test", "click-test-2", "click-color")
     for st in DEFAULT_STAGES[13:]:  # and at level 2 recovery episodes (a missed first click, then the click)
@@ -41,6 +41,9 @@ def test_stage_plans() -> None:
     # destroyed the navigation format) and give grounding a growing share
     shares = [(s.mixture.grounding, s.mixture.navigation) for s in DEFAULT_STAGES[6:9] if s.mixture]
     assert shares == [(0.6, 0.4), (0.9, 0.1), (0.5, 0.5)]
+    # level 2's consolidation stages likewise (90 % grounding rows, half the learning rate)
+    assert [(s.mixture.grounding, s.mixture.navigation, s.lr) for s in DEFAULT_STAGES[15:] if s.mixture] == [
+        (0.9, 0.1, 5e-4)] * 2
     # level 2: the vision tower reads the labels beside every stage, three runs of the grounding schedule
     assert all(s.read > 0 for s in DEFAULT_STAGES[9:]) and not any(s.read for s in DEFAULT_STAGES[:9])
     assert DEFAULT_STAGES[9] == DEFAULT_STAGES[10] == DEFAULT_STAGES[11] and DEFAULT_STAGES[9].refusal == 0.3
