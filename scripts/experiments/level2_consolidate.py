@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1205, help="synthesis seed of the first stage's level-2 episodes (+1 each)")
     ap.add_argument("--refusal", type=float, default=0.3)
     ap.add_argument("--attend", type=float, default=1.0)
+    ap.add_argument("--level0-grounding", type=int, default=1000, help="level-0 grounding records beside (the plan's "
+                    "stages: 1,000; level 0 is the only free-layout board, the others are grids)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-limit", type=int, default=100)
     args = ap.parse_args()
@@ -61,7 +63,7 @@ def main() -> None:
 
     from venus_core.config import load_spec
     from venus_core.config.spec import MixtureSpec
-    from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, with_steps
+    from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, reuse_stage_data, with_steps
 
     torch.set_num_threads(args.threads)
     base = DEFAULT_STAGES[:15]  # the plan before its consolidation stages (since shipped as stages 15-16:
@@ -69,15 +71,13 @@ def main() -> None:
     last = base[-1]
     mix = MixtureSpec(perception=0.0, vqa=0.0, grounding=args.grounding, navigation=round(1.0 - args.grounding, 6))
     steps = [int(x) for x in args.steps.split(",")]
+    extra = tuple(replace(ex, n=args.level0_grounding) if (ex.level, ex.kind) == (0, "grounding") else ex
+                  for ex in last.extra)
     consolidate = tuple(replace(last, mixture=mix, replay=args.replay, lr=args.lr, seed=args.seed + i,
-                                refusal=args.refusal, attend=args.attend) for i in range(len(steps)))
+                                refusal=args.refusal, attend=args.attend, extra=extra) for i in range(len(steps)))
     stages = with_steps(base + consolidate, [0] * len(base) + steps)
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    for src in args.data:
-        for d in sorted(Path(src).iterdir()):
-            if d.is_dir() and d.name.startswith(("level", "extra")) and ".tmp" not in d.name and not (work / d.name).exists():
-                (work / d.name).symlink_to(d.resolve())
+    reuse_stage_data(work, [Path(d) for d in args.data])
     report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,
                        eval_limit=args.eval_limit, init_checkpoint=args.init)
     st = report["stages"][-1]

@@ -76,7 +76,7 @@ def main() -> None:
 
     from venus_core.config.loader import load_spec
     from venus_core.config.spec import MixtureSpec
-    from venus_core.train.bootstrap import DEFAULT_STAGES, GROUNDING_ONLY, Extra, Stage, bootstrap
+    from venus_core.train.bootstrap import DEFAULT_STAGES, GROUNDING_ONLY, Extra, Stage, bootstrap, reuse_stage_data
 
     torch.set_num_threads(1)
     nav_refusal = args.refusal if args.nav_refusal is None else args.nav_refusal
@@ -117,11 +117,7 @@ def main() -> None:
         raise SystemExit(f"--steps: need {len(stages_)} step counts >= 0, not all 0, got {args.steps}")
     plan = tuple(replace(st, steps=k) for st, k in zip(stages_, steps))
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    for d in args.data:
-        for src in [*Path(d).glob("level*"), *Path(d).glob("extra*")]:
-            if not (work / src.name).exists():
-                (work / src.name).symlink_to(src.absolute())
+    reuse_stage_data(work, [Path(d) for d in args.data])
     stages = tuple(replace(s, steps=0) for s in DEFAULT_STAGES[:9]) + plan
     report = bootstrap(args.out, load_spec(SPEC), work_dir=work, stages=stages, init_checkpoint=args.init)
     for st in report["stages"]:

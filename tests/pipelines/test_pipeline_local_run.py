@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,7 @@ def test_the_whole_pipeline_runs_locally_on_a_shrunk_tiny_agent(tmp_path: Path, 
     stages = [*stages, summary["stages"][-1]]
     assert stages[-1]["task"] == "evaluate" and not stages[-1]["cached"]
     assert summary["torch_threads"] == stage_threads()
+    assert summary["glibc_tunables"] == os.environ.get("GLIBC_TUNABLES", "")  # what the stages ran with
     names = [s["stage"] for s in stages]
     assert names[:2] == ["score_data", "mid_train"] and names[-2:] == ["merge", "evaluate"]
     assert sorted(names[2:-2]) == ["offline_rl"] * 3 + ["online_rl"] * 2

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from venus_core.config.spec import ModelSpec, TinyModelSpec
 from venus_core.train import base
-from venus_core.train.bootstrap import DEFAULT_STAGES, scaled, with_steps
+from venus_core.train.bootstrap import DEFAULT_STAGES, reuse_stage_data, scaled, with_steps
 
 SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
@@ -182,9 +182,14 @@ def test_continuing_from_a_stage_checkpoint_trains_what_one_run_would(tmp_path: 
     bootstrap(tmp_path / "one-out", spec, work_dir=one, stages=with_steps(plan, _steps(2, 2, 2)), eval_limit=1)
     assert not list(one.glob("level1-navigation-*"))  # a trailing skipped stage synthesises nothing
     again = tmp_path / "again"
-    again.mkdir()
-    for d in one.glob("level*"):  # the same synthesised data (deterministic anyway; saves the time)
-        (again / d.name).symlink_to(d)
+    (one / "level9-grounding-8.tmp").mkdir()  # a half-written stage directory is not reused
+    # the same synthesised data (deterministic anyway; saves the time); checkpoints are not linked
+    linked = reuse_stage_data(again, [one])
+    assert linked == sorted(d.name for d in one.glob("level*") if ".tmp" not in d.name) and linked
+    assert not list(again.glob("ckpt-*")) and all((again / n).resolve() == (one / n).resolve() for n in linked)
+    assert reuse_stage_data(again, [one]) == []  # names already there are left as they are
+    with pytest.raises(FileNotFoundError, match="no-such-work"):
+        reuse_stage_data(again, [tmp_path / "no-such-work"])
     report = bootstrap(tmp_path / "again-out", spec, work_dir=again, stages=with_steps(plan, _steps(0, 0, 2)),
                        eval_limit=1, init_checkpoint=one / "ckpt-1-level0-grounding" / "step-00000002")
     assert [s["index"] for s in report["stages"]] == [2] and report["stages"][0]["replayed"] > 0
