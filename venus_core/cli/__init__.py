@@ -58,7 +58,7 @@ def version() -> None:
 
 
 def main() -> None:
-    """The `venus` console script. A long CPU training command (`venus bootstrap`, `venus run`) first re-executes
+    """The `venus` console script. A long CPU training command (`venus bootstrap`) first re-executes
     itself once with glibc malloc settings (venus_core/runtime/malloc_tunables.py); in-process
     callers of `app` (tests) never re-execute."""
     from venus_core.runtime.malloc_tunables import reexec_tuned, wants_tuning

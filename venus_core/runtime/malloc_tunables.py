@@ -9,12 +9,13 @@ bit-identical weights (measured 2026-12-07, docs/learning.md "Malloc settings").
 
 The settings must be in the environment before the process starts (glibc reads `GLIBC_TUNABLES`
 once, and `mallopt` caps the mmap threshold at 32 MB, too low to matter), so the `venus` console
-script re-executes itself once with them, for the commands in `TUNED_COMMANDS` only: `venus bootstrap`
-(one process that trains for hours) and `venus run` (whose pipeline stages, each a child process
-that inherits the environment, train and evaluate one after the other: the default run took 878 s
-with them, under its 15 minutes; docs/learning.md). They are not applied to every command: a heap that keeps up to 16 GiB of
+script re-executes itself once with them, for the commands in `TUNED_COMMANDS` only: one process
+that trains for hours. They are not applied to every command: a heap that keeps up to 16 GiB of
 freed memory is right for one long training process and wrong for many short ones side by side
 (with every `venus` command re-executed, two pytest-xdist workers of a CI run died, 2026-12-07).
+`venus run` is not in the set: its stages are minutes long, and the default run took 807 s with the
+tunables and 785 s without them, back to back on the idle 2-core machine, with the same evaluation
+table (2026-12-07; the kernel's share 43 s against 81 s, not enough to show in the wall time).
 `VENUS_MALLOC_TUNING=0` turns it off; a user's own `glibc.malloc.*` tunables win.
 """
 
@@ -29,7 +30,7 @@ TUNABLES = ("glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=
             "glibc.malloc.top_pad=268435456")
 """4 GiB mmap threshold, 16 GiB trim threshold, 256 MiB top pad (what the measurement used)."""
 
-TUNED_COMMANDS = frozenset({"bootstrap", "run"})
+TUNED_COMMANDS = frozenset({"bootstrap"})
 """`venus` subcommands that re-execute with the tunables (cli.main)."""
 
 _MARK = "VENUS_MALLOC_TUNED"
@@ -55,8 +56,8 @@ def tuned_environment(env: Mapping[str, str]) -> dict[str, str] | None:
 def wants_tuning(argv: list[str]) -> bool:
     """Whether a `venus` command line (sys.argv) runs a command of `TUNED_COMMANDS`.
 
-    >>> wants_tuning(["venus", "bootstrap", "--out", "x"]), wants_tuning(["venus", "run"]), wants_tuning(["venus", "eval"])
-    (True, True, False)
+    >>> wants_tuning(["venus", "bootstrap", "--out", "x"]), wants_tuning(["venus", "run"]), wants_tuning(["venus"])
+    (True, False, False)
     """
     return len(argv) > 1 and argv[1] in TUNED_COMMANDS
 
