@@ -17,6 +17,10 @@ replay pool, as one run would have it). Two stages at 90 % are now the plan's st
   `--steps`, `--refusal` (the share of refusals in its synthesised grounding records; the plan's
   level-2 stages use 0.3), attention supervision `--attend` (default 1.0).
 
+`--level0-grounding N` sets the level-0 grounding records beside (the plan: 1,000) and `--free N` adds N
+level-1 and N level-2 grounding records on boards off the grid (`layout="free"`); both were tried as
+a stage 17 and not kept (docs/learning.md, "Level 0 and boards off the grid").
+
 `--data DIR` symlinks already synthesised `level*` / `extra*` directories into the work directory
 (the plan's stages 0-14 data of an earlier run, so the replay pool is the one the plan had).
 
@@ -51,6 +55,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1205, help="synthesis seed of the first stage's level-2 episodes (+1 each)")
     ap.add_argument("--refusal", type=float, default=0.3)
     ap.add_argument("--attend", type=float, default=1.0)
+    ap.add_argument("--free", type=int, default=0, help="level-1 and level-2 grounding records each on boards "
+                    "off the grid (`layout=free`: buttons of random size and place) beside; 0 = none (the plan)")
     ap.add_argument("--level0-grounding", type=int, default=1000, help="level-0 grounding records beside (the plan's "
                     "stages: 1,000; level 0 is the only free-layout board, the others are grids)")
     ap.add_argument("--threads", type=int, default=1)
@@ -63,7 +69,7 @@ def main() -> None:
 
     from venus_core.config import load_spec
     from venus_core.config.spec import MixtureSpec
-    from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, reuse_stage_data, with_steps
+    from venus_core.train.bootstrap import DEFAULT_STAGES, Extra, bootstrap, reuse_stage_data, with_steps
 
     torch.set_num_threads(args.threads)
     base = DEFAULT_STAGES[:15]  # the plan before its consolidation stages (since shipped as stages 15-16:
@@ -73,6 +79,8 @@ def main() -> None:
     steps = [int(x) for x in args.steps.split(",")]
     extra = tuple(replace(ex, n=args.level0_grounding) if (ex.level, ex.kind) == (0, "grounding") else ex
                   for ex in last.extra)
+    if args.free:
+        extra += (Extra(1, args.free, kind="grounding", layout="free"), Extra(2, args.free, kind="grounding", layout="free"))
     consolidate = tuple(replace(last, mixture=mix, replay=args.replay, lr=args.lr, seed=args.seed + i,
                                 refusal=args.refusal, attend=args.attend, extra=extra) for i in range(len(steps)))
     stages = with_steps(base + consolidate, [0] * len(base) + steps)

@@ -286,3 +286,12 @@ def test_a_reading_stage_and_reading_beside_grounding_train_the_tower(tmp_path: 
     assert "grounding/hit" in grounding["held_out"] and grounding["replayed"] > 0
     assert (tmp_path / "work" / "ckpt-5-level2-grounding" / "step-00000002" / "reading_head.safetensors").is_file()
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_an_extra_off_the_grid_has_its_own_data_directory() -> None:
+    from venus_core.train.bootstrap import Extra, _extra_name
+
+    free = Extra(1, 10, kind="grounding", layout="free")
+    assert _extra_name(3, 1, "navigation", free, "-refusal30") == "extra3.1-level1-grounding-free-both-10-refusal30"
+    # the plan's extras keep the names (and so the data) they had
+    assert _extra_name(3, 1, "navigation", Extra(1, 10, kind="grounding"), "-refusal30") == "extra3.1-level1-grounding-both-10-refusal30"

@@ -43,6 +43,7 @@ class Extra:
     # (page seeds from the extra's seed; `level` and `size` do not apply) instead of synthetic records
     kind: str = ""  # synth kind of the records; "" = the stage's (a navigation stage may take fresh grounding records)
     miss_first: bool = False  # MiniWoB++ recovery episodes: a deliberate miss (history only), then the oracle's click
+    layout: str = "grid"  # level-1/2 grounding boards: "grid" or "free" (buttons of random size and place)
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,7 @@ def bootstrap(
                 _collect_miniwob(ex, ex_seed, path)
             else:
                 synthesize(ex.kind or st.kind, ex.n, ex.level, ex_seed, path,  # type: ignore[arg-type]
-                           platform=ex.platform, size=ex.size, refusal_share=refusal_share)
+                           platform=ex.platform, size=ex.size, refusal_share=refusal_share, layout=ex.layout)
         synth_s = time.perf_counter() - t0
         corpus = load_corpus([data, *extras], validation_fraction=0.05, history_len=spec.data.history_len,
                              seed=spec.data.seed)
@@ -382,7 +383,9 @@ def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "") -> str:
         return f"extra{k}.{i}-miniwob-{'+'.join(ex.miniwob)}-{ex.n}" + ("-miss" if ex.miss_first else "")
     size = f"-{ex.size[0]}x{ex.size[1]}" if ex.size else ""
     kind = ex.kind or kind
-    return f"extra{k}.{i}-level{ex.level}-{kind}-{ex.platform}{size}-{ex.n}" + (refusal if kind == "grounding" else "")
+    layout = f"-{ex.layout}" if ex.layout != "grid" else ""
+    return (f"extra{k}.{i}-level{ex.level}-{kind}{layout}-{ex.platform}{size}-{ex.n}"
+            + (refusal if kind == "grounding" else ""))
 
 
 def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:

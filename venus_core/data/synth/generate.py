@@ -23,7 +23,7 @@ from venus_core.data.schema import (
     GroundingSample, Provenance, QASample, Trajectory, TrajectoryStep,
 )
 from venus_core.data.store import DatasetWriter, Manifest
-from venus_core.data.synth.apps.board import grid_board, single_board
+from venus_core.data.synth.apps.board import LAYOUTS, board_for
 from venus_core.data.synth.describe import GROUNDABLE, describe, step_texts, unique_description
 from venus_core.data.synth.i18n import ViewContext, tr
 from venus_core.data.synth.levels import LEVELS, level_spec
@@ -67,12 +67,13 @@ class _Ctx:
         self.view = ViewContext.for_output(self.platform, self.lang, *self.size)  # type: ignore[arg-type]
 
 
-def sample_screen(rng: random.Random, level: int, ctx: ViewContext
+def sample_screen(rng: random.Random, level: int, ctx: ViewContext, layout: str = "grid"
                   ) -> tuple[Phone, PhoneState, Screen]:
-    """A screen of `level`: a board (levels 0–2) or an app screen after a few random moves."""
+    """A screen of `level`: a board (levels 0–2; levels 1–2 on `layout`) or an app screen after a
+    few random moves."""
     if level <= 2:
         phone = get_phone(("board",))
-        board = single_board(rng) if level == 0 else grid_board(rng, labels=level >= 2)
+        board = board_for(rng, level, layout)
         state = phone.initial(rng, foreground="board").with_app("board", board)
         return phone, state, phone.view(state, ctx)
     phone = get_phone()
@@ -85,9 +86,10 @@ def sample_screen(rng: random.Random, level: int, ctx: ViewContext
     return phone, state, phone.view(state, ctx)
 
 
-def _provenance(kind: str, seed: int, idx: int, level: int) -> Provenance:
+def _provenance(kind: str, seed: int, idx: int, level: int, layout: str = "grid") -> Provenance:
+    extra: dict[str, object] = {"level": level} | ({"layout": layout} if layout != "grid" else {})
     return Provenance(source="synth", source_id=f"{kind}-{seed}-{idx}", generator=GENERATOR,
-                      seed=seed, extra={"level": level})
+                      seed=seed, extra=extra)
 
 
 _VERBS_EN = ("Click {d}", "Tap {d}", "Select {d}", "Press {d}")
@@ -99,10 +101,10 @@ def _instruction(rng: random.Random, d: str, lang: str) -> str:
 
 
 def grounding_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, seed: int,
-                     idx: int, refusal_share: float = REFUSAL_SHARE) -> GroundingSample:
+                     idx: int, refusal_share: float = REFUSAL_SHARE, layout: str = "grid") -> GroundingSample:
     """An instruction naming one element of a screen -> its box; `refusal_share` refusals."""
     for _ in range(20):
-        _, _, screen = sample_screen(rng, level, c.view)
+        _, _, screen = sample_screen(rng, level, c.view, layout)
         targets = [w for w in screen.widgets if w.role in GROUNDABLE and w.description
                    and unique_description(screen, w, c.lang)]
         if targets:
@@ -113,7 +115,7 @@ def grounding_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWri
     absent = None
     if rng.random() < refusal_share:
         for _ in range(10):
-            _, _, other = sample_screen(rng, level, c.view)
+            _, _, other = sample_screen(rng, level, c.view, layout)
             cands = [w for w in other.widgets if w.role in GROUNDABLE and w.description
                      and describe(w, c.lang) not in present and w.description not in present]
             if cands:
@@ -121,7 +123,7 @@ def grounding_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWri
                 break
     image = writer.put_image(render(screen, c.size, c.theme))
     common = dict(id=f"synth-grounding-{seed}-{idx:06d}", image=image, image_size=c.size,
-                  platform=c.platform, provenance=_provenance("grounding", seed, idx, level),
+                  platform=c.platform, provenance=_provenance("grounding", seed, idx, level, layout),
                   meta={"level": level, "lang": c.lang, "app": screen.app, "page": screen.page,
                         "theme": c.theme})
     if absent is not None:
@@ -181,10 +183,10 @@ def trajectory(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, s
 
 
 def qa_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, seed: int,
-              idx: int, domain: Literal["perception", "vqa"]) -> QASample:
+              idx: int, domain: Literal["perception", "vqa"], layout: str = "grid") -> QASample:
     """A perception (element-level) or VQA (screen-level) question with its answer."""
     for _ in range(20):
-        phone, state, screen = sample_screen(rng, level, c.view)
+        phone, state, screen = sample_screen(rng, level, c.view, layout)
         title = tr(phone.apps[state.foreground].title_key, c.lang)
         if domain == "perception":
             qa = pick_qa(rng, perception_questions(screen, c.lang,
@@ -199,22 +201,23 @@ def qa_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, se
     return QASample(id=f"synth-{domain}-{seed}-{idx:06d}", domain=domain,
                     image=writer.put_image(render(screen, c.size, c.theme)), image_size=c.size,
                     platform=c.platform, question=question, answer=answer,
-                    provenance=_provenance(domain, seed, idx, level),
+                    provenance=_provenance(domain, seed, idx, level, layout),
                     meta={"level": level, "lang": c.lang, "app": screen.app, "theme": c.theme})
 
 
 def _write(writer: DatasetWriter, domain: str, n: int, level: int, seed: int, platform: str,
-           size: tuple[int, int] | None, refusal_share: float, advance: Callable[[], None]) -> None:
+           size: tuple[int, int] | None, refusal_share: float, advance: Callable[[], None],
+           layout: str = "grid") -> None:
     """Write the `n` records of `domain`, calling `advance()` after each."""
     for i in range(n):
         rng = random.Random(f"{seed}:{domain}:{level}:{i}")
         c = _Ctx(rng, level, platform, size)
         if domain == "grounding":
-            writer.write(grounding_sample(rng, level, c, writer, seed, i, refusal_share))
+            writer.write(grounding_sample(rng, level, c, writer, seed, i, refusal_share, layout))
         elif domain == "navigation":
             writer.write(trajectory(rng, level, c, writer, seed, i))
         else:
-            writer.write(qa_sample(rng, level, c, writer, seed, i, domain))  # type: ignore[arg-type]
+            writer.write(qa_sample(rng, level, c, writer, seed, i, domain, layout))  # type: ignore[arg-type]
         advance()
 
 
@@ -226,7 +229,7 @@ byte-identical dataset, manifest included."""
 def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *,
                platform: Literal["mobile", "web", "both"] = "both",
                size: tuple[int, int] | None = None, overwrite: bool = False,
-               refusal_share: float = REFUSAL_SHARE,
+               refusal_share: float = REFUSAL_SHARE, layout: str = "grid",
                progress: Callable[[int, int | None], None] | None = None) -> Manifest:
     """Write `n` synthetic records of `kind` at curriculum `level` to the dataset `out_dir`.
 
@@ -235,7 +238,9 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
     whole `Trajectory` records (use `Trajectory.to_steps` for per-step samples). `size` overrides
     the level's default image size (width, height). `refusal_share` is the chance that a grounding
     sample names an element absent from its screen (answer `[-1,-1]`); the default keeps the
-    records of earlier versions byte-identical. `progress(written, n)` is called after each record.
+    records of earlier versions byte-identical. `layout` places the buttons of level-1/2 boards:
+    "grid" (the 3x3 grid, the default) or "free" (random size and place, `apps.board.scatter_board`;
+    grounding, perception and VQA records only). `progress(written, n)` is called after each record.
     """
     if kind not in KINDS:
         raise ValueError(f"synthesize: unknown kind {kind!r}; known: {', '.join(KINDS)}")
@@ -247,6 +252,11 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
         raise ValueError(f"synthesize: n must be an integer >= 0, got {n!r}")
     if not 0.0 <= refusal_share <= 1.0:
         raise ValueError(f"synthesize: refusal_share must be in [0, 1], got {refusal_share!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"synthesize: layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+    if layout != "grid" and (level not in (1, 2) or kind in ("navigation", "mixture")):
+        raise ValueError(f"synthesize: layout {layout!r} is for level-1/2 grounding, perception and VQA records "
+                         f"(got kind {kind!r}, level {level})")
     if kind == "mixture":
         counts = mixture_counts(n)
     elif kind == "vqa":
@@ -255,7 +265,8 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
     else:
         counts = {kind: n}
     with DatasetWriter(out_dir, sources=["synth"], overwrite=overwrite,
-                       created_by=f"{GENERATOR}.synthesize({kind}, level={level}, seed={seed})",
+                       created_by=f"{GENERATOR}.synthesize({kind}, level={level}, seed={seed}"
+                                  + (f", layout={layout})" if layout != "grid" else ")"),
                        created_at=SYNTH_EPOCH) as writer:
         written = 0
 
@@ -266,7 +277,7 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
                 progress(written, n)
 
         for domain, k in counts.items():
-            _write(writer, domain, k, level, seed, platform, size, refusal_share, advance)
+            _write(writer, domain, k, level, seed, platform, size, refusal_share, advance, layout)
         manifest = writer.close()
     return manifest
 

@@ -61,6 +61,50 @@ def grid_board(rng: random.Random, *, labels: bool, n: int | None = None) -> Boa
     return BoardState(tuple(buttons))
 
 
+LAYOUTS = ("grid", "free")
+"""Where a level-1/2 board puts its buttons: the 3x3 grid, or anywhere (`scatter_board`)."""
+
+
+def scatter_board(rng: random.Random, *, labels: bool, n: int | None = None) -> BoardState:
+    """Levels 1–2 off the grid: 2–6 buttons of random size and place (level 0's kind of button, a
+    little smaller), not overlapping; distinct colours (level 1) or distinct words (2).
+
+    Why: the grid puts every button at one of nine places of one size, and the colour match the
+    model learns there does not carry over to level 0's one button of random size and place
+    (docs/learning.md, "Level 0 and boards off the grid": off the grid the shipped model clicks at
+    the random-button level); these boards ask for the match at any position."""
+    n = n if n is not None else rng.randint(2, 6)
+    if not 1 <= n <= 6:
+        raise ValueError(f"scatter_board: n must be in [1, 6], got {n}")
+    boxes: list[tuple[int, int, int, int]] = []
+    while len(boxes) < n:
+        w, h = rng.randint(150, 320), rng.randint(100, 240)
+        x, y = rng.randint(20, 980 - w), rng.randint(20, 980 - h)
+        box = (x, y, x + w, y + h)
+        # 30 of 1,000 apart at least; a board that does not fit after many tries starts over
+        if all(box[0] > b[2] + 30 or b[0] > box[2] + 30 or box[1] > b[3] + 30 or b[1] > box[3] + 30
+               for b in boxes):
+            boxes.append(box)
+        elif rng.random() < 0.01:
+            boxes = []
+    colors = rng.sample(BOARD_COLORS, n) if not labels else [rng.choice(BOARD_COLORS) for _ in range(n)]
+    words = rng.sample(range(len(WORDS)), n) if labels else [-1] * n
+    return BoardState(tuple(BoardButton(c, b, wd) for c, b, wd in zip(colors, boxes, words, strict=True)))
+
+
+def board_for(rng: random.Random, level: int, layout: str = "grid") -> BoardState:
+    """The board of a curriculum level (0: one button; 1: by colour; 2: by word), on `layout`."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"board layout must be one of {LAYOUTS}, got {layout!r}")
+    if level == 0:
+        if layout != "grid":
+            raise ValueError("board layout 'free' is for levels 1-2 (level 0's one button is free already)")
+        return single_board(rng)
+    if layout == "free":
+        return scatter_board(rng, labels=level >= 2)
+    return grid_board(rng, labels=level >= 2)
+
+
 class Board(App):
     """Curriculum board of coloured / labelled buttons."""
 
