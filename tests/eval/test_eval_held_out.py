@@ -43,10 +43,19 @@ def test_the_default_suites_have_the_sizes_the_spec_asks_for(tmp_path: Path) -> 
     assert all(e.meta["level"] == 3 for e in episodes)
     first, last = section.seed_range
     assert all(first <= r.provenance.seed <= last for r in [*grounding, *episodes])
+    assert section.grounding_free_levels == [1, 2]  # levels 1-2 again, off the grid
+    free = [r for r in DatasetReader(root / "grounding-free") if isinstance(r, GroundingSample)]
+    assert len(free) == 200 == info["grounding_free"]["samples"] and info["grounding_free"]["by_level"] == {"1": 100, "2": 100}
+    assert all(r.provenance.extra["layout"] == "free" and first <= r.provenance.seed <= last for r in free)
+    assert {r.provenance.seed for r in free}.isdisjoint(r.provenance.seed for r in [*grounding, *episodes])
     suites = held_out_suites(section, tmp_path)  # cached: the same directories
     assert [(s.name, s.evaluator, s.data) for s in suites] == [
         ("held-out-grounding", "grounding", str(root / "grounding")),
+        ("held-out-grounding-free", "grounding", str(root / "grounding-free")),
         ("held-out-navigation", "nav_offline", str(root / "navigation"))]
+    # without boards off the grid (the section's default) there is no third suite
+    plain = section.model_copy(update={"grounding_free_levels": []})
+    assert [s.name for s in held_out_suites(plain, tmp_path)] == ["held-out-grounding", "held-out-navigation"]
 
 
 def test_generation_is_deterministic_and_cached_by_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +78,7 @@ def test_the_digest_follows_the_suite_fields_and_the_generator(monkeypatch: pyte
     base = suite_digest(SMALL)
     assert suite_digest(SMALL.model_copy(update={"cache_dir": "/elsewhere", "enabled": False})) == base
     for change in ({"grounding_per_level": 7}, {"refusal_share": 0.1}, {"navigation_steps": 8},
-                   {"seed_range": (800000, 800999)}, {"grounding_levels": [0, 2]}):
+                   {"seed_range": (800000, 800999)}, {"grounding_levels": [0, 2]}, {"grounding_free_levels": [1]}):
         assert suite_digest(SMALL.model_copy(update=change)) != base, change
     monkeypatch.setattr(held_out, "generator_digest", lambda: "another generator")
     assert suite_digest(SMALL) != base
@@ -98,3 +107,16 @@ def test_training_data_may_not_use_the_reserved_seeds() -> None:
         HeldOutSuitesSpec(seed_range=(5, 10))
     with pytest.raises(ValidationError, match="lists a level twice"):
         HeldOutSuitesSpec(grounding_levels=[1, 1])
+
+
+def test_boards_off_the_grid_are_levels_1_2_with_their_own_seeds() -> None:
+    section = HeldOutSuitesSpec(grounding_free_levels=[2, 1])
+    first = section.seed_range[0]
+    assert (section.grounding_free_seed(1), section.grounding_free_seed(2)) == (first + 21, first + 22)
+    with pytest.raises(ValidationError, match="less than or equal to 2|greater than or equal to 1"):
+        HeldOutSuitesSpec(grounding_free_levels=[0])
+    with pytest.raises(ValidationError, match="lists a level twice"):
+        HeldOutSuitesSpec(grounding_free_levels=[1, 1])
+    with pytest.raises(ValidationError, match="at least 23 seeds"):
+        HeldOutSuitesSpec(seed_range=(700000, 700015), grounding_free_levels=[2])
+    HeldOutSuitesSpec(seed_range=(700000, 700015))  # 12 seeds are enough without them

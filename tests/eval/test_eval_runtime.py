@@ -153,10 +153,11 @@ def test_evaluate_job_on_the_held_out_suites(tmp_path: Path, tiny_ckpt: Path) ->
     assert rc == 0
     assert len([p for p in cache.iterdir()]) == 1  # one suite for both models
     files = sorted(p.name for p in (out / "results").iterdir())
-    assert files == ["a--held-out-grounding.json", "a--held-out-navigation.json",
-                     "b--held-out-grounding.json", "b--held-out-navigation.json"]
+    assert files == [f"{m}--held-out-{s}.json" for m in "ab" for s in ("grounding-free", "grounding", "navigation")]
     g = load_result(out / "results" / "a--held-out-grounding.json")
     assert g.summary["overall"]["n"] == 6 and set(g.summary["by_level"]) == {"0", "2"}
+    free = load_result(out / "results" / "a--held-out-grounding-free.json")  # venus-tiny: levels 1-2 off the grid
+    assert free.summary["overall"]["n"] == 6 and set(free.summary["by_level"]) == {"1", "2"}
     nav = load_result(out / "results" / "b--held-out-navigation.json")
     assert nav.summary["step_success"]["n"] >= 4 and set(nav.summary["by_platform"]) == {"mobile", "web"}
     rows = json.loads((out / "comparison.json").read_text())["rows"]
@@ -168,7 +169,7 @@ def test_evaluate_job_on_the_held_out_suites(tmp_path: Path, tiny_ckpt: Path) ->
     assert metrics["a/held-out-grounding/by_level/2_n"] == 3.0
     assert {"b/held-out-navigation/by_type/Click/step_success_ci_low", "time/a/held-out-navigation_s"} <= set(metrics)
     params = next(line["params"] for line in lines if "params" in line)
-    assert [s["name"] for s in params["suites"]] == ["held-out-grounding", "held-out-navigation"]
+    assert [s["name"] for s in params["suites"]] == ["held-out-grounding", "held-out-grounding-free", "held-out-navigation"]
 
 
 def test_cli_grounding_and_report(tmp_path: Path, tiny_ckpt: Path) -> None:

@@ -397,6 +397,11 @@ class HeldOutSuitesSpec(Section):
         default_factory=lambda: [0, 1, 2], min_length=1, description="curriculum levels of the grounding suite"
     )
     grounding_per_level: int = Field(100, ge=1, description="grounding samples per level (refusals included)")
+    grounding_free_levels: list[Annotated[int, Field(ge=1, le=2)]] = Field(
+        default_factory=list,
+        description="levels (1, 2) scored again on boards off the grid (buttons of random size and place), as a "
+                    "suite of its own (held-out-grounding-free, grounding_per_level each): a model that learned "
+                    "the grid's places and not the match scores near the random-button level there")
     refusal_share: float = Field(
         0.2, ge=0, le=1, description="share of grounding samples naming an absent element (answer [-1,-1]); ours"
     )
@@ -407,10 +412,14 @@ class HeldOutSuitesSpec(Section):
     cache_dir: str = Field("runs/eval-suites", description="local directory keeping generated suites by digest")
 
     NAVIGATION_SEED_OFFSET: ClassVar[int] = 10
+    FREE_SEED_OFFSET: ClassVar[int] = 20
     PLATFORMS: ClassVar[tuple[str, str]] = ("mobile", "web")
 
     def grounding_seed(self, level: int) -> int:
         return self.seed_range[0] + level
+
+    def grounding_free_seed(self, level: int) -> int:
+        return self.seed_range[0] + self.FREE_SEED_OFFSET + level
 
     def navigation_seed(self, platform: str) -> int:
         return self.seed_range[0] + self.NAVIGATION_SEED_OFFSET + self.PLATFORMS.index(platform)
@@ -419,11 +428,16 @@ class HeldOutSuitesSpec(Section):
     def _range(self) -> HeldOutSuitesSpec:
         first, last = self.seed_range
         need = self.NAVIGATION_SEED_OFFSET + len(self.PLATFORMS)
+        if self.grounding_free_levels:
+            need = self.FREE_SEED_OFFSET + max(self.grounding_free_levels) + 1
         if last - first + 1 < need:
             raise ValueError(f"seed_range [{first}, {last}] must hold at least {need} seeds "
-                             f"(grounding levels at first+0..6, navigation at first+{self.NAVIGATION_SEED_OFFSET}..)")
+                             f"(grounding levels at first+0..6, navigation at first+{self.NAVIGATION_SEED_OFFSET}.., "
+                             f"boards off the grid at first+{self.FREE_SEED_OFFSET}+level)")
         if len(set(self.grounding_levels)) != len(self.grounding_levels):
             raise ValueError(f"grounding_levels {self.grounding_levels} lists a level twice")
+        if len(set(self.grounding_free_levels)) != len(self.grounding_free_levels):
+            raise ValueError(f"grounding_free_levels {self.grounding_free_levels} lists a level twice")
         return self
 
 

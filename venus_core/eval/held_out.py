@@ -6,12 +6,16 @@ apart: its intervals are wider than the gains. These suites are large enough to 
 `[-1,-1]`; at least 200 level-3 navigation steps, half mobile and half web), come from seeds no
 stage trains on (`seed_range`, checked when the spec loads), and are the same for every model of
 a run and every run of a spec: the synthetic world seeds each record by (seed, kind, level,
-index), so a seed gives the same records whatever else is generated.
+index), so a seed gives the same records whatever else is generated. With
+`grounding_free_levels`, levels 1-2 are scored again on boards off the grid (buttons of random size
+and place, `synthesize(layout="free")`) as a suite of their own: the grid puts every button at one
+of nine places, and a model can learn those places instead of the match (the shipped tiny
+bootstrap: level 1 100 % on the grid, 24.5 % off it; docs/learning.md).
 
 Cache: `cache_dir/<digest>/`, where the digest covers the suite section (all fields but
 `enabled` and `cache_dir`), the synthetic generator's source files and `LAYOUT`; changing any of
 them makes a new suite instead of reusing a stale one (system fonts are not covered). Layout:
-`grounding/` and `navigation/` (Venus datasets) and `suites.json` (section, digest, counts). A
+`grounding/`, `grounding-free/` (when asked for) and `navigation/` (Venus datasets) and `suites.json` (section, digest, counts). A
 suite is built in a temporary sibling and renamed into place, so concurrent evaluate jobs never
 read a half-written one; the loser of a race discards its copy. A cached directory whose
 `suites.json` disagrees with its datasets is an error naming it (fail closed, never regenerated
@@ -36,13 +40,15 @@ from venus_core.config.spec import EvalSuiteSpec, HeldOutSuitesSpec
 from venus_core.data.schema import Trajectory
 from venus_core.data.store import DatasetReader, DatasetWriter
 
-LAYOUT = 1
+LAYOUT = 2
 """Version of the suite directory layout and of the selection rules below (part of the digest)."""
 
 SUITES_JSON = "suites.json"
 GROUNDING = "grounding"
+GROUNDING_FREE = "grounding-free"
 NAVIGATION = "navigation"
-SUITE_NAMES = {GROUNDING: "held-out-grounding", NAVIGATION: "held-out-navigation"}
+SUITE_NAMES = {GROUNDING: "held-out-grounding", GROUNDING_FREE: "held-out-grounding-free",
+               NAVIGATION: "held-out-navigation"}
 _EPOCH = "1970-01-01T00:00:00+00:00"  # fixed manifest time stamp: same section => same manifest
 
 
@@ -64,16 +70,20 @@ def suite_digest(section: HeldOutSuitesSpec) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _grounding(section: HeldOutSuitesSpec, parts: Path, out: Path) -> dict[str, Any]:
+def _grounding(section: HeldOutSuitesSpec, parts: Path, out: Path, *, free: bool = False) -> dict[str, Any]:
+    """The grounding suite (`free`: its levels `grounding_free_levels` on boards off the grid)."""
     from venus_core.data.synth import synthesize
 
     counts: dict[str, Any] = {"by_level": {}, "refusals": 0}
+    levels = section.grounding_free_levels if free else section.grounding_levels
+    what = "grounding off the grid" if free else "grounding"
     with DatasetWriter(out, sources=["synth"], created_at=_EPOCH,
-                       created_by=f"venus_core.eval.held_out (grounding, levels {section.grounding_levels})") as w:
-        for level in section.grounding_levels:
-            part = parts / f"grounding-l{level}"
-            synthesize("grounding", section.grounding_per_level, level, section.grounding_seed(level), part,
-                       refusal_share=section.refusal_share)
+                       created_by=f"venus_core.eval.held_out ({what}, levels {levels})") as w:
+        for level in levels:
+            part = parts / (f"grounding-free-l{level}" if free else f"grounding-l{level}")
+            seed = section.grounding_free_seed(level) if free else section.grounding_seed(level)
+            synthesize("grounding", section.grounding_per_level, level, seed, part,
+                       refusal_share=section.refusal_share, layout="free" if free else "grid")
             reader = DatasetReader(part)
             n = 0
             for record in reader:
@@ -131,6 +141,8 @@ def _check(root: Path, digest: str) -> dict[str, Any]:
                          "delete the directory to regenerate it") from None
     expected = {GROUNDING: info.get("grounding", {}).get("samples"),
                 NAVIGATION: sum(info.get("navigation", {}).get("episodes", {}).values())}
+    if "grounding_free" in info:
+        expected[GROUNDING_FREE] = info["grounding_free"].get("samples")
     actual = {name: DatasetReader(root / name).manifest.records for name in expected}
     if info.get("digest") != digest or actual != expected:
         raise ValueError(f"{root}: cached held-out suite does not match its {SUITES_JSON} (digest "
@@ -152,6 +164,8 @@ def build_suites(section: HeldOutSuitesSpec, cache_dir: str | Path | None = None
         parts = tmp / "parts"
         info = {"digest": digest, "layout": LAYOUT, "section": section.model_dump(mode="json"),
                 "grounding": _grounding(section, parts, tmp / GROUNDING),
+                **({"grounding_free": _grounding(section, parts, tmp / GROUNDING_FREE, free=True)}
+                   if section.grounding_free_levels else {}),
                 "navigation": _navigation(section, parts, tmp / NAVIGATION)}
         shutil.rmtree(parts)
         (tmp / SUITES_JSON).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -169,9 +183,12 @@ def build_suites(section: HeldOutSuitesSpec, cache_dir: str | Path | None = None
 
 
 def held_out_suites(section: HeldOutSuitesSpec, cache_dir: str | Path | None = None) -> list[EvalSuiteSpec]:
-    """The evaluate stage's suites of `section`: grounding (by level) and goal-only offline navigation."""
-    root, _ = build_suites(section, cache_dir)
-    return [EvalSuiteSpec(name=SUITE_NAMES[GROUNDING], evaluator="grounding", data=str(root / GROUNDING)),
+    """The evaluate stage's suites of `section`: grounding (by level), grounding off the grid (when
+    `grounding_free_levels`) and goal-only offline navigation."""
+    root, info = build_suites(section, cache_dir)
+    free = ([EvalSuiteSpec(name=SUITE_NAMES[GROUNDING_FREE], evaluator="grounding", data=str(root / GROUNDING_FREE))]
+            if "grounding_free" in info else [])
+    return [EvalSuiteSpec(name=SUITE_NAMES[GROUNDING], evaluator="grounding", data=str(root / GROUNDING)), *free,
             EvalSuiteSpec(name=SUITE_NAMES[NAVIGATION], evaluator="nav_offline", data=str(root / NAVIGATION))]
 
 
