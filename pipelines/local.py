@@ -561,7 +561,7 @@ def run_local(spec_path: str | Path, overrides: Sequence[str], out: str | Path, 
             "status": "INTERRUPTED" if interrupted else "FAILURE" if error else "SUCCESS",
             "git_revision": tracking.git_revision,
             "torch_threads": threads,
-            # the malloc settings the stages ran with (`venus run` sets them: venus_core/runtime/malloc_tunables.py)
+            # the malloc settings the stages ran with: what the caller's environment held (venus run leaves malloc as it is)
             "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
             "seconds": round(time.perf_counter() - t0, 2),
             "stages": summarize(log, run_dir, cache_root, {p.task: p.domain for p in progress.plans}),

@@ -108,3 +108,42 @@ def test_collate_errors(tiny) -> None:  # type: ignore[no-untyped-def]
     ex = Example(build_messages(Image.new("RGB", (64, 64)), "hi"), "answer", "r7")
     with pytest.raises(ValueError, match="example r7: .* > max_length 10"):
         collate([ex], processor, max_length=10)
+
+
+def _loss_and_grads(model, batch):  # type: ignore[no-untyped-def]
+    model.zero_grad(set_to_none=True)
+    out = model(**batch)
+    out.loss.backward()
+    return out.loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_a_right_padded_batch_learns_the_same_without_its_mask(tiny, kernel) -> None:  # type: ignore[no-untyped-def]
+    from venus_core.models.batches import without_padding_mask
+    from venus_core.train.attention_supervision import eager_attention
+
+    model, processor = tiny
+    torch.manual_seed(0)
+    batch = collate([record_to_example(r, IMAGES.__getitem__) for r in _records()], processor)
+    lengths = batch["attention_mask"].sum(dim=1)
+    assert len(set(lengths.tolist())) > 1  # rows of different lengths: real padding
+    bare = without_padding_mask(batch)
+    assert "attention_mask" not in bare and set(bare) == set(batch) - {"attention_mask"}
+    model.train()
+    try:
+        with eager_attention(model) if kernel == "eager" else torch.enable_grad():
+            loss, grads = _loss_and_grads(model, batch)
+            loss2, grads2 = _loss_and_grads(model, bare)
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.eval()
+    assert torch.allclose(loss, loss2, rtol=1e-5, atol=1e-6)
+    assert float((grads - grads2).norm() / grads.norm()) < 1e-4
+    # a wrong mask is not dropped blindly: a left-padded row keeps the batch's mask
+    left = dict(batch)
+    mask = batch["attention_mask"].clone()
+    short = int(lengths.argmin())
+    mask[short] = torch.roll(mask[short], shifts=int((mask[short] == 0).sum()))
+    left["attention_mask"] = mask
+    assert without_padding_mask(left) is left
+    assert without_padding_mask({k: v for k, v in batch.items() if k != "attention_mask"})["input_ids"] is batch["input_ids"]

@@ -129,3 +129,47 @@ def test_deepspeed_backend_refuses_it(train_tiny_dir: Path, grounding_l0: Path, 
     with pytest.raises(ValueError, match="attention_supervision is not supported with distributed.backend=deepspeed"):
         train_sft(model, proc, corpus, GROUNDING, cfg, DistEnv(0, 1, 0, torch.device("cpu"), "deepspeed"),
                   ckpt_dir=tmp_path / "ds")
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_recording_gives_the_eager_loss_and_gradients_with_sdpa(train_tiny_dir: Path, grounding_l0: Path,
+                                                               navigation_l1: Path, masked: bool) -> None:
+    from venus_core.models.batches import without_padding_mask
+
+    model, proc = load_model(train_tiny_dir, ModelSpec())
+    sup = _sup(model, proc)
+    ground = load_corpus([grounding_l0], validation_fraction=0.0, history_len=5, seed=0)
+    nav = load_corpus([navigation_l1], validation_fraction=0.0, history_len=5, seed=0)
+    items = [it for it in ground.train["grounding"] if it.record.box is not None][:2] + nav.train["navigation"][:3]
+    batch = collate([it.example() for it in items], proc)
+    inputs = batch if masked else without_padding_mask(batch)
+    assert ("attention_mask" in inputs) == masked
+    targets = sup.targets(batch["input_ids"], batch["labels"], batch["image_grid_thw"])
+    assert len(targets) >= 4
+    model.train()
+
+    def grads() -> torch.Tensor:
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    model.zero_grad(set_to_none=True)
+    with eager_attention(model):
+        out = model(**batch, output_attentions=True)
+    ref = sup.loss(out.attentions, batch["input_ids"], batch["labels"], batch["image_grid_thw"])
+    assert ref is not None
+    (out.loss + ref).backward()
+    ref_grads = grads()
+    model.zero_grad(set_to_none=True)
+    kernel = model.config.text_config._attn_implementation
+    with sup.recording(model, targets) as rec:
+        out2 = model(**inputs)
+    assert model.config.text_config._attn_implementation == kernel != "eager"
+    got = sup.recorded_loss(rec)
+    assert got is not None and len(rec.masses) == len(targets)
+    (out2.loss + got).backward()
+    assert torch.allclose(got, ref, rtol=1e-5, atol=1e-6) and torch.allclose(out2.loss, out.loss, rtol=1e-5, atol=1e-6)
+    assert float((grads() - ref_grads).norm() / ref_grads.norm()) < 1e-4
+    # a forward pass outside the recording layer's reach is a clear error, not a silent zero
+    with sup.recording(model, targets) as rec2:
+        pass
+    with pytest.raises(RuntimeError, match="recorded 0 of"):
+        sup.recorded_loss(rec2)

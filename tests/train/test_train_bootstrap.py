@@ -295,3 +295,10 @@ def test_an_extra_off_the_grid_has_its_own_data_directory() -> None:
     assert _extra_name(3, 1, "navigation", free, "-refusal30") == "extra3.1-level1-grounding-free-both-10-refusal30"
     # the plan's extras keep the names (and so the data) they had
     assert _extra_name(3, 1, "navigation", Extra(1, 10, kind="grounding"), "-refusal30") == "extra3.1-level1-grounding-both-10-refusal30"
+    # a wrong layout fails when the plan is written, not when its stage comes hours later
+    with pytest.raises(ValueError, match="Extra.layout must be one of"):
+        Extra(1, 10, kind="grounding", layout="scatter")
+    with pytest.raises(ValueError, match="not level 0"):
+        Extra(0, 10, kind="grounding", layout="free")
+    with pytest.raises(ValueError, match="not MiniWoB"):
+        Extra(1, 10, layout="free", miniwob=("click-test",))

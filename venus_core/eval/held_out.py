@@ -15,8 +15,8 @@ bootstrap: level 1 100 % on the grid, 24.5 % off it; docs/learning.md).
 Cache: `cache_dir/<digest>/`, where the digest covers the suite section (all fields but
 `enabled` and `cache_dir`), the synthetic generator's source files and `LAYOUT`; changing any of
 them makes a new suite instead of reusing a stale one (system fonts are not covered). Layout:
-`grounding/`, `grounding-free/` (when asked for) and `navigation/` (Venus datasets) and `suites.json` (section, digest, counts). A
-suite is built in a temporary sibling and renamed into place, so concurrent evaluate jobs never
+`grounding/`, `grounding-free/` (when asked for) and `navigation/` (Venus datasets) and
+`suites.json` (section, digest, counts). A suite is built in a temporary sibling and renamed into place, so concurrent evaluate jobs never
 read a half-written one; the loser of a race discards its copy. A cached directory whose
 `suites.json` disagrees with its datasets is an error naming it (fail closed, never regenerated
 over).

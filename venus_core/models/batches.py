@@ -196,3 +196,21 @@ def collate(
             q[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         out["query_ids"] = q
     return out
+
+
+def without_padding_mask(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The training batch without its `attention_mask` when every row is right-padded (ones, then
+    zeros): for a causal decoder the mask then changes nothing that is learned, since a real token
+    attends only to the tokens before it, never to the padding after its row's end, and the padding's
+    own labels are -100. Without a mask the sdpa kernel runs causal and skips the masked half of the
+    score matrix: measured on a venus-tiny navigation batch (16 rows of ~1,000-1,180 tokens, 2
+    threads) 1.28 -> 0.95 s a training step, the same loss and gradients to 2e-7 relative (float
+    order). Qwen3-VL's rope positions of the real tokens do not change either: without a mask they
+    count from each row's start, as they do with right padding. A batch padded any other way (left
+    padding for generation) keeps its mask."""
+    mask = batch.get("attention_mask")
+    if mask is None or mask.ndim != 2:
+        return batch
+    if mask.shape[1] > 1 and bool((mask[:, 1:] > mask[:, :-1]).any()):  # a zero before a one: not right padding
+        return batch
+    return {k: v for k, v in batch.items() if k != "attention_mask"}

@@ -45,6 +45,15 @@ class Extra:
     miss_first: bool = False  # MiniWoB++ recovery episodes: a deliberate miss (history only), then the oracle's click
     layout: str = "grid"  # level-1/2 grounding boards: "grid" or "free" (buttons of random size and place)
 
+    def __post_init__(self) -> None:  # a wrong layout fails when the plan is made, not hours later at its stage
+        from venus_core.data.synth.apps.board import LAYOUTS
+
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"bootstrap: Extra.layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.layout != "grid" and (self.miniwob or self.level not in (1, 2)):
+            raise ValueError(f"bootstrap: Extra.layout {self.layout!r} is for synthetic level-1/2 boards, "
+                             f"not {'MiniWoB++ episodes' if self.miniwob else f'level {self.level}'}")
+
 
 @dataclass(frozen=True)
 class Stage:

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from venus_core.actions.space import Action, CallUser, Finished
 from venus_core.data.synth.apps.base import AtomicTask, pick
-from venus_core.data.synth.apps.board import grid_board, single_board
+from venus_core.data.synth.apps.board import board_for
 from venus_core.data.synth.i18n import ViewContext, tr
 from venus_core.data.synth.phone import HOME, Phone, PhoneState
 from venus_core.data.synth.planner import Move, PlanningError, moves, plan_segments, _allowed_change
@@ -151,7 +151,7 @@ def _wander(phone: Phone, state: PhoneState, ctx: ViewContext, rng: random.Rando
 def board_episode(rng: random.Random, level: int, ctx: ViewContext) -> Episode:
     phone = get_phone(("board",))
     start = phone.initial(rng, foreground="board")
-    board = single_board(rng) if level == 0 else grid_board(rng, labels=level >= 2)
+    board = board_for(rng, level)
     start = start.with_app("board", board)
     atomic = rng.choice(phone.apps["board"].tasks(board, rng, ctx.lang))
     task = compose([atomic], ctx.lang, level)
