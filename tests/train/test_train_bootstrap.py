@@ -171,6 +171,22 @@ def test_replay_adds_the_lower_levels_share_seeded_and_counted() -> None:
         with_replay(own, pool, 1.0, seed=0)
 
 
+def test_a_levels_replay_pool_gathers_its_stages_distinct_records() -> None:
+    from types import SimpleNamespace
+
+    from venus_core.train.bootstrap import add_to_pool
+
+    def items(*ids: str) -> list[SimpleNamespace]:
+        return [SimpleNamespace(record=SimpleNamespace(id=i)) for i in ids]
+
+    pool: dict[int, list[SimpleNamespace]] = {}
+    assert add_to_pool(pool, 1, items("a", "b", "c")) == 3
+    # a later stage of the level on the same screens plus extras (free boards): only the new ones join
+    assert add_to_pool(pool, 1, items("c", "a", "f1", "f2", "f1")) == 2
+    assert [it.record.id for it in pool[1]] == ["a", "b", "c", "f1", "f2"]
+    assert add_to_pool(pool, 0, items("a")) == 1 and [it.record.id for it in pool[1]][:1] == ["a"]
+
+
 @pytest.mark.slow
 def test_continuing_from_a_stage_checkpoint_trains_what_one_run_would(tmp_path: Path) -> None:
     from venus_core.config.loader import load_spec

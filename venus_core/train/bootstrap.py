@@ -223,6 +223,17 @@ def with_replay(corpus: Any, pool: list[Any], share: float, *, seed: int) -> tup
     return Corpus(train=train, held_out=corpus.held_out, sources=list(corpus.sources)), n
 
 
+def add_to_pool(pool: dict[int, list[Any]], level: int, items: list[Any]) -> int:
+    """Add a grounding stage's training items to its level's replay pool, in order, leaving out records
+    the pool holds already (by record id: a later stage of the level that trains on the same screens,
+    as stage 3 does on stage 2's, adds only what is new to it, e.g. its extras); how many were added."""
+    have = pool.setdefault(level, [])
+    seen = {it.record.id for it in have}
+    new = [it for it in items if it.record.id not in seen and not seen.add(it.record.id)]  # type: ignore[func-returns-value]
+    have.extend(new)
+    return len(new)
+
+
 def reuse_stage_data(work: Path, earlier: list[Path]) -> list[str]:
     """Link the synthesised stage data of earlier bootstrap work directories into `work`; the names.
 
@@ -296,7 +307,7 @@ def bootstrap(
                               "torch_threads": torch.get_num_threads(),
                               "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}
     offset = 0
-    lower: dict[int, list[Any]] = {}  # level -> training items of that level's data (exact targets)
+    lower: dict[int, list[Any]] = {}  # level -> training items of that level's grounding stages (exact targets)
     last = max((k for k, st in enumerate(stages) if st.steps), default=-1)
     for k, st in enumerate(stages):
         if st.steps == 0:  # skipped (continuing from init_checkpoint); a grounding stage still gives its replay pool
@@ -338,7 +349,7 @@ def bootstrap(
         corpus = load_corpus([data, *extras], validation_fraction=0.05, history_len=spec.data.history_len,
                              seed=spec.data.seed)
         if st.kind == "grounding":
-            lower.setdefault(st.level, [it for v in corpus.train.values() for it in v])
+            add_to_pool(lower, st.level, [it for v in corpus.train.values() for it in v])
         if st.steps == 0:
             continue
         refusals_held_back = 0
@@ -450,4 +461,5 @@ class _Offset:
         self.inner.log_artifact(path, name)
 
 
-__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Extra", "Stage", "bootstrap", "scaled", "with_replay", "with_steps"]
+__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Extra", "Stage", "add_to_pool", "bootstrap", "scaled", "with_replay",
+           "with_steps"]

@@ -1,0 +1,79 @@
+"""The bootstrap plan with level-1 grounding on boards off the grid too: does level 1 become the match?
+
+The shipped plan teaches level 1 (pick the button of the named colour) and level 2 (by its word) on
+3 x 3 grid boards only, and what the model learns there is "which of the nine places holds the named
+button": off the grid (`synthesize(layout="free")`: 2-6 buttons of random size and place) the
+shipped checkpoint hits 24.5 % at level 1 and 11.9 % at level 2, the random-button level, and level
+0 (one button anywhere) stays at ~70 % (docs/learning.md, "Level 0 and boards off the grid"). A
+level-1 grounding stage with free boards beside, run after the whole plan, took free level 1 to
+87.5-93.5 % and level 0 to 96.7-98.0 %, but as any grounding-only stage at that point it cost level 2
+and the navigation format. So the free boards go where level 1 is taught: this script runs
+`DEFAULT_STAGES` with stage 3 (the second level-1 grounding run, after stage 2 has broken out of the
+random-button level on the grid) given `--free N` fresh level-1 grounding records on free boards
+beside its grid screens; the level's replay pool then holds them too (`train.bootstrap.add_to_pool`),
+so the later stages replay free boards with the grid ones. `--free-reading N` adds as many level-2
+records on free boards to each reading stage (9-11).
+
+`--steps` as `venus bootstrap --steps` (one count per stage, 0 skips it): the plan runs in two halves
+on 2 cores, stages 0-8 then 9-16 (`--init WORK/ckpt-8-…/step-…` and `--data WORK`).
+
+    GLIBC_TUNABLES=<docs/learning.md, "Malloc settings"> python scripts/experiments/free_curriculum.py \\
+        --out OUT --work WORK --threads 2 --steps 2400,600,4000,2000,600,400,300,600,400,0,0,0,0,0,0,0,0
+    venus eval grounding --model OUT --data SUITE/grounding --out EVAL
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+
+
+def plan(free: int, free_reading: int) -> tuple:  # type: ignore[type-arg]
+    """`DEFAULT_STAGES` with the free-layout records beside stage 3 (and the reading stages)."""
+    from venus_core.train.bootstrap import DEFAULT_STAGES, Extra
+
+    stages = list(DEFAULT_STAGES)
+    if free:
+        stages[3] = replace(stages[3], extra=(*stages[3].extra, Extra(1, free, kind="grounding", layout="free")))
+    if free_reading:
+        for k in (9, 10, 11):
+            stages[k] = replace(stages[k], extra=(*stages[k].extra, Extra(2, free_reading, kind="grounding",
+                                                                          layout="free")))
+    return tuple(stages)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--init", default=None, help="continue from a stage checkpoint (WORK/ckpt-K-…/step-N)")
+    ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
+    ap.add_argument("--free", type=int, default=8000, help="level-1 free-board grounding records beside stage 3")
+    ap.add_argument("--free-reading", type=int, default=0, help="level-2 free-board records beside stages 9-11")
+    ap.add_argument("--steps", required=True, help="one step count per stage, comma-separated (0 skips a stage)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--eval-limit", type=int, default=100)
+    args = ap.parse_args()
+
+    import torch
+
+    from venus_core.config import load_spec
+    from venus_core.train.bootstrap import bootstrap, reuse_stage_data, with_steps
+
+    torch.set_num_threads(args.threads)
+    stages = with_steps(plan(args.free, args.free_reading), [int(x) for x in args.steps.split(",")])
+    work = Path(args.work)
+    reuse_stage_data(work, [Path(d) for d in args.data])
+    report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,
+                       eval_limit=args.eval_limit, init_checkpoint=args.init)
+    print(json.dumps({"wall_s": report["wall_s"], "cpu_s": report["cpu_s"],
+                      "stages": [{k: st.get(k) for k in ("index", "steps", "train_wall_s", "synth_wall_s", "held_out")}
+                                 for st in report["stages"]]}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
