@@ -318,3 +318,20 @@ def test_an_extra_off_the_grid_has_its_own_data_directory() -> None:
         Extra(0, 10, kind="grounding", layout="free")
     with pytest.raises(ValueError, match="not MiniWoB"):
         Extra(1, 10, layout="free", miniwob=("click-test",))
+
+
+def test_a_skipped_grounding_stage_brings_its_extras_to_the_replay_pool(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from venus_core.config.loader import load_spec
+    from venus_core.train.bootstrap import Extra, bootstrap
+
+    spec = load_spec(SPEC)
+    plan = list(scaled(DEFAULT_STAGES[:5], 0.001))
+    plan[3] = replace(plan[3], extra=(Extra(1, 8, kind="grounding", layout="free"),))
+    # stages 0-3 skipped (as when continuing from a checkpoint): stage 4 still replays what they trained on,
+    # the free boards beside stage 3 included, so they are synthesised even though stage 3 does not train
+    report = bootstrap(tmp_path / "out", spec, work_dir=tmp_path / "work", stages=with_steps(tuple(plan), [0, 0, 0, 0, 1]),
+                       eval_limit=1)
+    assert (tmp_path / "work" / "extra3.0-level1-grounding-free-both-8" / "manifest.json").is_file()
+    assert [s["index"] for s in report["stages"]] == [4] and report["stages"][0]["replayed"] > 0

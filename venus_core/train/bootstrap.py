@@ -335,7 +335,8 @@ def bootstrap(
         if not (data / "manifest.json").is_file():
             synthesize(st.kind, st.n, st.level, seed, data, platform="both",  # type: ignore[arg-type]
                        refusal_share=refusal_share)
-        extras = [work / _extra_name(k, i, st.kind, ex, ref) for i, ex in enumerate(st.extra if st.steps else ())]
+        # a skipped grounding stage's extras are in its replay pool too, as they are in one uninterrupted run
+        extras = [work / _extra_name(k, i, st.kind, ex, ref) for i, ex in enumerate(st.extra)]
         for i, (ex, path) in enumerate(zip(st.extra, extras)):
             ex_seed = 1100 + 10 * k + i
             if (path / "manifest.json").is_file():
