@@ -32,8 +32,9 @@ from pathlib import Path
 SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
-def plan(free: int, free_reading: int) -> tuple:  # type: ignore[type-arg]
-    """`DEFAULT_STAGES` with the free-layout records beside stage 3 (and the reading stages)."""
+def plan(free: int, free_reading: int, read_layout: str = "grid") -> tuple:  # type: ignore[type-arg]
+    """`DEFAULT_STAGES` with the free-layout records beside stage 3 (and the reading stages), and the
+    reading task of every stage that has one on `read_layout` boards."""
     from venus_core.train.bootstrap import DEFAULT_STAGES, Extra
 
     stages = list(DEFAULT_STAGES)
@@ -43,7 +44,7 @@ def plan(free: int, free_reading: int) -> tuple:  # type: ignore[type-arg]
         for k in (9, 10, 11):
             stages[k] = replace(stages[k], extra=(*stages[k].extra, Extra(2, free_reading, kind="grounding",
                                                                           layout="free")))
-    return tuple(stages)
+    return tuple(replace(st, read_layout=read_layout) if st.read else st for st in stages)
 
 
 def main() -> None:
@@ -54,6 +55,8 @@ def main() -> None:
     ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
     ap.add_argument("--free", type=int, default=8000, help="level-1 free-board grounding records beside stage 3")
     ap.add_argument("--free-reading", type=int, default=0, help="level-2 free-board records beside stages 9-11")
+    ap.add_argument("--read-layout", default="grid", choices=("grid", "free", "mixed"),
+                    help="the reading task's boards in stages 9-16 (mixed: every other screen off the grid)")
     ap.add_argument("--steps", required=True, help="one step count per stage, comma-separated (0 skips a stage)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-limit", type=int, default=100)
@@ -65,7 +68,7 @@ def main() -> None:
     from venus_core.train.bootstrap import bootstrap, reuse_stage_data, with_steps
 
     torch.set_num_threads(args.threads)
-    stages = with_steps(plan(args.free, args.free_reading), [int(x) for x in args.steps.split(",")])
+    stages = with_steps(plan(args.free, args.free_reading, args.read_layout), [int(x) for x in args.steps.split(",")])
     work = Path(args.work)
     reuse_stage_data(work, [Path(d) for d in args.data])
     report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,

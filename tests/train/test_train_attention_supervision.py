@@ -173,3 +173,66 @@ def test_recording_gives_the_eager_loss_and_gradients_with_sdpa(train_tiny_dir: 
         pass
     with pytest.raises(RuntimeError, match="recorded 0 of"):
         sup.recorded_loss(rec2)
+
+
+def test_recording_under_gradient_checkpointing_gives_the_same_gradients(train_tiny_dir: Path,
+                                                                         navigation_l1: Path) -> None:
+    from venus_core.models.batches import without_padding_mask
+    from venus_core.train.distributed import enable_gradient_checkpointing
+
+    model, proc = load_model(train_tiny_dir, ModelSpec())
+    sup = _sup(model, proc)
+    nav = load_corpus([navigation_l1], validation_fraction=0.0, history_len=5, seed=0)
+    batch = without_padding_mask(collate([it.example() for it in nav.train["navigation"][:3]], proc))
+    targets = sup.targets(batch["input_ids"], batch["labels"], batch["image_grid_thw"])
+    assert targets
+    model.train()
+
+    def step() -> tuple[float, torch.Tensor, int]:
+        model.zero_grad(set_to_none=True)
+        with sup.recording(model, targets) as rec:
+            out = model(**batch)
+            loss = sup.recorded_loss(rec)
+            assert loss is not None
+            (out.loss + loss).backward()  # inside: a checkpointed layer recomputes through the recording kernel
+        return float(loss), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), len(rec.masses)
+
+    ref_loss, ref_grads, n_plain = step()
+    enable_gradient_checkpointing(model)
+    got_loss, got_grads, n_checkpointed = step()
+    assert n_plain == len(targets) and n_checkpointed == 2 * len(targets)  # the recomputation recorded again
+    assert abs(got_loss - ref_loss) < 1e-6
+    assert float((got_grads - ref_grads).norm() / ref_grads.norm()) < 1e-5
+
+
+def test_mid_training_checkpoints_activations_when_the_spec_says_so(train_tiny_dir: Path, grounding_l0: Path,
+                                                                    tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from venus_core.config.training import DistributedSpec
+
+    from venus_core.train import attention_supervision as module
+
+    calls = [0]
+    record = module._Recorder.record
+
+    def counting(self: object, *args: object) -> None:
+        calls[0] += 1
+        record(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module._Recorder, "record", counting)
+
+    def run(checkpointing: bool) -> tuple[torch.nn.Module, int]:
+        model, proc = load_model(train_tiny_dir, ModelSpec())
+        corpus = load_corpus([grounding_l0], validation_fraction=0.1, history_len=5, seed=0)
+        cfg = MidTrainSpec(max_steps=3, batch_size=4, lr=3e-3, warmup_steps=1, save_every=100, eval_every=100, seed=1,
+                           attention_supervision=SPEC, distributed=DistributedSpec(gradient_checkpointing=checkpointing))
+        calls[0] = 0
+        train_sft(model, proc, corpus, GROUNDING, cfg, CPU, ckpt_dir=tmp_path / str(checkpointing), eval_limit=0)
+        assert not model.is_activation_checkpointing  # off again for whoever decodes with it next
+        return model, calls[0]
+
+    plain, plain_calls = run(False)
+    checkpointed, checkpointed_calls = run(True)
+    assert checkpointed_calls == 2 * plain_calls > 0  # the supervised layer recomputed (and recorded) in backward
+    for a, b in zip(plain.parameters(), checkpointed.parameters(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -320,6 +320,15 @@ def test_an_extra_off_the_grid_has_its_own_data_directory() -> None:
         Extra(1, 10, layout="free", miniwob=("click-test",))
 
 
+def test_a_stage_reading_off_the_grid_is_checked_when_the_plan_is_written() -> None:
+    from venus_core.train.bootstrap import DEFAULT_STAGES, Stage
+
+    assert all(st.read_layout == "grid" for st in DEFAULT_STAGES)
+    assert Stage(2, "grounding", 10, 1, read=1.0, read_layout="mixed").read_layout == "mixed"
+    with pytest.raises(ValueError, match="Stage.read_layout must be one of"):
+        Stage(2, "grounding", 10, 1, read=1.0, read_layout="scatter")
+
+
 def test_a_skipped_grounding_stage_brings_its_extras_to_the_replay_pool(tmp_path: Path) -> None:
     from dataclasses import replace
 

@@ -36,6 +36,28 @@ def test_labelled_screens_are_seeded_per_screen_and_labelled() -> None:
         labelled_screens(11, 1, level=3)
 
 
+def test_labelled_screens_off_the_grid_and_mixed() -> None:
+    grid = labelled_screens(11, 4)
+    free = labelled_screens(11, 4, layout="free")
+    mixed = labelled_screens(11, 4, layout="mixed")
+    # mixed: even screens are the grid's (byte for byte), odd ones the free stream's
+    assert [_png(s.image) for s in mixed] == [_png(grid[0].image), _png(free[1].image), _png(grid[2].image),
+                                              _png(free[3].image)]
+    sizes = set()
+    for s in free:  # free boards: 2-6 buttons, all labelled, words distinct, boxes of many sizes off the 3 x 3 grid
+        assert 2 <= len(s.buttons) <= 6
+        words = [w for _, w in s.buttons]
+        assert len(set(words)) == len(words)
+        sizes |= {(x2 - x1, y2 - y1) for (x1, y1, x2, y2), _ in s.buttons}
+    assert len(sizes) > 4
+    grid_sizes = {(x2 - x1, y2 - y1) for s in grid for (x1, y1, x2, y2), _ in s.buttons}
+    assert not sizes <= grid_sizes
+    with pytest.raises(ValueError, match="reading layout must be one of"):
+        labelled_screens(11, 1, layout="scatter")
+    with pytest.raises(ValueError, match="level-1/2 boards"):
+        labelled_screens(11, 1, level=0, layout="free")
+
+
 def test_button_cells_cover_the_central_half() -> None:
     # 4 x 4 grid of 250-wide cells; the central half of (0,0)-(500,500) is 125..375: cells 0,1 of rows 0,1
     assert button_cells((0, 0, 500, 500), 4, 4) == [0, 1, 4, 5]

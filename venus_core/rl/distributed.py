@@ -45,7 +45,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from venus_core.train.distributed import DistEnv
+from venus_core.train.distributed import DistEnv, enable_gradient_checkpointing
 
 
 def single_env(device: torch.device) -> DistEnv:
@@ -89,14 +89,6 @@ def wrap_policy(model: torch.nn.Module, env: DistEnv) -> torch.nn.Module:
     if env.backend != "single":
         raise ValueError(f"offline GRPO cannot run with backend {env.backend!r} (single, ddp or fsdp2)")
     return model
-
-
-def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
-    """transformers' activation checkpointing (non-reentrant), also under a peft wrapper."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if hasattr(base, "enable_input_require_grads"):
-        base.enable_input_require_grads()  # LoRA: frozen embeddings would cut the checkpointed graph
 
 
 @contextlib.contextmanager

@@ -51,6 +51,7 @@ from venus_core.data.store import DatasetReader
 from venus_core.runtime.common import job_parser, load_job_spec, provenance, write_json_atomic
 from venus_core.runtime.rl_checkpoint import Checkpointing, StoppedAt
 from venus_core.runtime.tracking import job_tracking
+from venus_core.train.distributed import disable_gradient_checkpointing
 from venus_core.train.tracker import JsonlTracker, NullTracker, Tracker
 
 JOB = "offline_rl"
@@ -255,7 +256,7 @@ def run(spec: AgentSpec, domain: str, model_dir: str, data: Sequence[str], out: 
     final = trainer.trained_model()
     final.eval()
     if checkpointing:
-        final.gradient_checkpointing_disable()
+        disable_gradient_checkpointing(final)
     after = evaluate(final)
     report: dict[str, Any] = {
         "provenance": prov,

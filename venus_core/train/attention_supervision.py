@@ -58,8 +58,16 @@ interfaces; the mask is sdpa's)."""
 _active: list["_Recorder"] = []  # the recorder of the forward pass under way (one at a time)
 
 
+def _mean_nll(masses: list[torch.Tensor]) -> torch.Tensor:
+    """Mean over rows of −log(head-mean attention mass on the target), averaged over the row's queries."""
+    return torch.stack([-torch.log(m.clamp_min(1e-6)).mean() for m in masses]).mean()
+
+
 class _Recorder:
-    """The supervised rows of one forward pass: targets in, the head-mean mass on each target out."""
+    """The supervised rows of one forward pass: targets in, the head-mean mass on each target out.
+    Under gradient checkpointing the supervised layer runs its forward again in the backward pass, and
+    must record again there (the recomputation has to repeat the forward's operations): masses past
+    the first `len(targets)` are those repeats, which the loss, read before the backward pass, never sees."""
 
     def __init__(self, layer: int, targets: list[tuple[int, list[int], int]]) -> None:
         self.layer, self.targets = layer, targets
@@ -156,7 +164,10 @@ class AttentionSupervision:
     def recording(self, model: nn.Module, targets: list[tuple[int, list[int], int]]) -> Iterator["_Recorder"]:
         """Inside the block the model's text decoder runs `RECORDING` (sdpa, plus the supervised rows of
         the supervised layer); `recorded_loss` of what it yields after the forward pass is the loss
-        `loss` would give from eager attention probabilities. The kernel is restored on exit."""
+        `loss` would give from eager attention probabilities. Keep the backward pass inside the block
+        when the model checkpoints activations (its recomputation must record too). The kernel is
+        restored on exit. Inside, the kernel is sdpa whatever the spec asked for (a flash_attention_2
+        spec too: the recorded rows read sdpa's mask), so supervised forward passes cost sdpa's memory."""
         text = getattr(model.config, "text_config", model.config)
         layers = int(text.num_hidden_layers)
         layer = self.spec.layer % layers
@@ -178,7 +189,7 @@ class AttentionSupervision:
         if len(rec.masses) != len(rec.targets):
             raise RuntimeError(f"attention supervision: recorded {len(rec.masses)} of {len(rec.targets)} targets "
                                "(the supervised layer did not run its attention through the recording kernel)")
-        return torch.stack([-torch.log(m.clamp_min(1e-6)).mean() for m in rec.masses]).mean()
+        return _mean_nll(rec.masses)
 
     def loss(self, attentions: tuple[torch.Tensor, ...], input_ids: torch.Tensor, labels: torch.Tensor,
              image_grid_thw: torch.Tensor | None) -> torch.Tensor | None:
@@ -186,11 +197,9 @@ class AttentionSupervision:
         row's digit positions; None when no row has a point answer. (From eager attention
         probabilities, `output_attentions=True`: the reference `recording` is tested against.)"""
         att = attentions[self.spec.layer]
-        terms = []
-        for b, queries, key in self.targets(input_ids, labels, image_grid_thw):
-            mass = att[b, :, queries, key].float().mean(0)
-            terms.append(-torch.log(mass.clamp_min(1e-6)).mean())
-        return torch.stack(terms).mean() if terms else None
+        masses = [att[b, :, queries, key].float().mean(0)
+                  for b, queries, key in self.targets(input_ids, labels, image_grid_thw)]
+        return _mean_nll(masses) if masses else None
 
 
 __all__ = ["AttentionSupervision", "POINT", "eager_attention"]

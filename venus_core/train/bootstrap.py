@@ -75,10 +75,15 @@ class Stage:
     # the words of 16 fresh level-2 boards a step (seed 3000 + 10 * stage index); 0 = off
     refusal: float = 0.0  # share of the stage's synthesised grounding records (its own and its extras') that name an
     # element absent from the screen (answer [-1,-1]); 0 = the synthesis default (data/synth REFUSAL_SHARE, 10 %)
+    read_layout: str = "grid"  # where the reading task's buttons sit: grid | free | mixed (data/synth/reading.py)
 
     def __post_init__(self) -> None:
+        from venus_core.data.synth.reading import READING_LAYOUTS
+
         if not 0.0 <= self.refusal <= 1.0:
             raise ValueError(f"bootstrap: Stage.refusal must be in [0, 1], got {self.refusal!r}")
+        if self.read_layout not in READING_LAYOUTS:
+            raise ValueError(f"bootstrap: Stage.read_layout must be one of {READING_LAYOUTS}, got {self.read_layout!r}")
 
 
 _MINIWOB_EASY = ("click-test", "click-test-2", "click-color")
@@ -319,7 +324,7 @@ def bootstrap(
             read = train_reading(model, processor, steps=st.steps, lr=st.lr or spec.mid_train.lr,
                                  seed=st.seed or READING_SEED + 10 * k,
                                  level=st.level, batch=st.n, tracker=_Offset(tracker, offset),
-                                 ckpt_dir=work / f"ckpt-{k}-level{st.level}-reading")
+                                 ckpt_dir=work / f"ckpt-{k}-level{st.level}-reading", layout=st.read_layout)
             offset += st.steps
             report["stages"].append({"index": k, "level": st.level, "kind": st.kind, "records": st.n,
                                      "steps": st.steps, **{key: v for key, v in read.items() if key != "steps"},
@@ -371,7 +376,8 @@ def bootstrap(
             update["lr"] = st.lr
         cfg = spec.mid_train.model_copy(update=update)
         stage_tracker = _Offset(tracker, offset)
-        reading = ReadingTask(model, processor, weight=st.read, seed=READING_SEED + 10 * k) if st.read else None
+        reading = (ReadingTask(model, processor, weight=st.read, seed=READING_SEED + 10 * k, layout=st.read_layout)
+                   if st.read else None)
         result = train_sft(model, processor, corpus, st.mixture or spec.data.mixture, cfg, env,
                            ckpt_dir=work / f"ckpt-{k}-level{st.level}-{st.kind}", tracker=stage_tracker, eval_limit=eval_limit,
                            aux_tasks=[reading] if reading is not None else [])
@@ -386,6 +392,7 @@ def bootstrap(
                  "refusal_share": refusal_share,
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
                  "replayed": replayed, "head": st.head, "attend": st.attend, "read": st.read, "lr": cfg.lr,
+                 **({"read_layout": st.read_layout} if st.read and st.read_layout != "grid" else {}),
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
                  "held_out": held_out, "mixture": result.mixture,
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),

@@ -148,10 +148,31 @@ def deepspeed_config(spec: MidTrainSpec, world_size: int) -> dict[str, Any]:
         "bf16": {"enabled": bf16},
         "fp16": {"enabled": False},
         "zero_optimization": zero,
-        "activation_checkpointing": {"partition_activations": spec.distributed.gradient_checkpointing},
         "steps_per_print": spec.eval_every,
         "wall_clock_breakdown": False,
     }
 
 
-__all__ = ["DistEnv", "deepspeed_config", "precision_dtype", "setup", "teardown"]
+def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
+    """transformers' activation checkpointing (non-reentrant), also under a peft wrapper. (DeepSpeed's own
+    `activation_checkpointing` section would act only on models that call `deepspeed.checkpointing`; a
+    transformers model checkpoints through this switch, under any backend.)"""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[operator]
+    if hasattr(base, "enable_input_require_grads"):
+        base.enable_input_require_grads()  # type: ignore[operator]  # LoRA: frozen embeddings would cut the graph
+
+
+def disable_gradient_checkpointing(model: torch.nn.Module) -> None:
+    """Undo `enable_gradient_checkpointing` (before the model decodes or is handed on)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if hasattr(base, "activation_checkpointing_disable"):
+        base.activation_checkpointing_disable()
+    else:
+        base.gradient_checkpointing_disable()  # type: ignore[operator]
+
+
+__all__ = ["DistEnv", "deepspeed_config", "disable_gradient_checkpointing", "enable_gradient_checkpointing", "precision_dtype", "setup", "teardown"]

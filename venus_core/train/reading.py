@@ -134,10 +134,11 @@ class ReadingTask:
     name = "reading_head"
 
     def __init__(self, model: PreTrainedModel, processor: ProcessorMixin, *, weight: float, seed: int,
-                 level: int = 2, batch: int = 16) -> None:
+                 level: int = 2, batch: int = 16, layout: str = "grid") -> None:
         if weight <= 0 or batch < 1:
             raise ValueError(f"reading task: need weight > 0 and batch >= 1, got {weight}, {batch}")
-        self.model, self.processor = model, processor
+        labelled_screens(seed, 0, level=level, layout=layout)  # a bad level / layout fails here, not at step 1
+        self.model, self.processor, self.layout = model, processor, layout
         self.weight, self.seed, self.level, self.batch = weight, seed, level, batch
         self.tower, self.merge = vision_tower(model), _merge_size(model)
         if not any(p.requires_grad for p in self.tower.parameters()):
@@ -151,7 +152,8 @@ class ReadingTask:
     def loss(self, step: int) -> torch.Tensor:
         c0 = time.process_time()
         b = encode(self.processor.image_processor,  # type: ignore[attr-defined]
-                   labelled_screens(self.seed, self.batch, level=self.level, start=(step - 1) * self.batch), self.merge)
+                   labelled_screens(self.seed, self.batch, level=self.level, start=(step - 1) * self.batch,
+                                    layout=self.layout), self.merge)
         self.data_s += time.process_time() - c0
         if b is None:
             raise ValueError(f"reading step {step}: no labelled button on {self.batch} level-{self.level} screens "
@@ -164,7 +166,7 @@ class ReadingTask:
     def score(self, screens: int = 200) -> Rate:
         """Held-out word accuracy on `screens` screens of `seed + HELD_OUT_OFFSET`."""
         return score(self.model, self.processor, self.module,
-                     labelled_screens(self.seed + HELD_OUT_OFFSET, screens, level=self.level))
+                     labelled_screens(self.seed + HELD_OUT_OFFSET, screens, level=self.level, layout=self.layout))
 
     def report(self, screens: int = 200) -> dict[str, Any]:
         return {"reading/word": self.score(screens).to_dict()}
@@ -172,7 +174,7 @@ class ReadingTask:
 
 def train_reading(model: PreTrainedModel, processor: ProcessorMixin, *, steps: int, lr: float, seed: int,
                   level: int = 2, batch: int = 16, eval_screens: int = 200, tracker: Tracker | None = None,
-                  log_every: int = 100, ckpt_dir: str | Path | None = None) -> dict[str, Any]:
+                  log_every: int = 100, ckpt_dir: str | Path | None = None, layout: str = "grid") -> dict[str, Any]:
     """Train `model`'s vision tower alone, in place, for `steps` steps of `batch` fresh screens
     (training stream `seed`, held-out screens `seed + HELD_OUT_OFFSET`); the report: held-out word
     accuracy of the trained classifier (against chance, 1 / the number of words), the loss curve and
@@ -182,7 +184,7 @@ def train_reading(model: PreTrainedModel, processor: ProcessorMixin, *, steps: i
         raise ValueError(f"reading stage: need steps >= 1, got {steps}")
     tracker = tracker or NullTracker()
     t_wall, t_cpu = time.perf_counter(), time.process_time()
-    task = ReadingTask(model, processor, weight=1.0, seed=seed, level=level, batch=batch)
+    task = ReadingTask(model, processor, weight=1.0, seed=seed, level=level, batch=batch, layout=layout)
     params = list(task.tower.parameters()) + list(task.module.parameters())
     opt = torch.optim.Adam(params, lr=lr)
     task.tower.train()

@@ -40,7 +40,7 @@ from venus_core.models.batches import Example, collate, without_padding_mask
 from venus_core.train.buckets import split_batch
 from venus_core.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from venus_core.train.data import Corpus
-from venus_core.train.distributed import DistEnv, precision_dtype
+from venus_core.train.distributed import DistEnv, disable_gradient_checkpointing, enable_gradient_checkpointing, precision_dtype
 from venus_core.train.evaluate import evaluate_held_out, rates_to_metrics
 from venus_core.train.mixture import MixtureSampler, split_for_rank
 from venus_core.train.schedule import cosine_with_warmup
@@ -134,6 +134,8 @@ def train_sft(
     model.train()
     if cfg.freeze_vision:
         freeze_vision(model)
+    if cfg.distributed.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
     params = [p for p in model.parameters() if p.requires_grad]
     head = None
     if cfg.instruction_head.weight > 0:
@@ -233,15 +235,14 @@ def train_sft(
                 query_ids = sub.pop("query_ids", None)
                 sub = without_padding_mask(sub)  # right-padded rows: the causal kernel needs no mask (1.3x)
                 with contextlib.nullcontext() if sync else net.no_sync():  # type: ignore[operator]
-                    with autocast():
-                        if head is None and sup is None:
-                            loss = net(**_to(sub, env.device, torch.float32)).loss * (weight / len(micro))
-                        else:
-                            inputs = _to(sub, env.device, torch.float32)
-                            targets = (sup.targets(inputs["input_ids"], inputs["labels"], inputs.get("image_grid_thw"))
-                                       if sup is not None else [])
-                            with sup.recording(model, targets) if sup is not None else contextlib.nullcontext() as rec:
-                                out = net(**inputs, output_hidden_states=head is not None)
+                    inputs = _to(sub, env.device, torch.float32)
+                    targets = (sup.targets(inputs["input_ids"], inputs["labels"], inputs.get("image_grid_thw"))
+                               if sup is not None else [])
+                    # the backward pass stays inside the recording: under gradient checkpointing the supervised
+                    # layer recomputes its forward there, and must record the same rows again
+                    with sup.recording(model, targets) if sup is not None else contextlib.nullcontext() as rec:
+                        with autocast():
+                            out = net(**inputs, output_hidden_states=head is not None)
                             loss = out.loss
                             if head is not None:
                                 aux = head.loss(out.hidden_states, inputs["labels"], query_ids)  # type: ignore[arg-type]
@@ -254,7 +255,7 @@ def train_sft(
                                     sup_window.append(float(att.detach()))
                                     loss = loss + cfg.attention_supervision.weight * att
                             loss = loss * (weight / len(micro))
-                    loss.backward()
+                        loss.backward()
                 micro_loss += float(loss.detach()) * len(micro)
             losses.append(micro_loss)
         for a in aux_tasks:
@@ -306,6 +307,8 @@ def train_sft(
             env.barrier()
     if step >= cfg.max_steps and not rates:  # resumed a finished run: still report its rates
         run_eval(step)
+    if cfg.distributed.gradient_checkpointing:
+        disable_gradient_checkpointing(model)
     return SFTResult(step, rates, sampler.report(), skipped, time.perf_counter() - t_wall, time.process_time() - t_cpu,
                      history, ds)
 
