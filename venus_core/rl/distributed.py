@@ -45,7 +45,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from venus_core.train.distributed import DistEnv, enable_gradient_checkpointing
+from venus_core.train.distributed import DistEnv
 
 
 def single_env(device: torch.device) -> DistEnv:
@@ -147,5 +147,5 @@ def full_state_dict(model: torch.nn.Module, env: DistEnv) -> dict[str, torch.Ten
     return sd if env.is_main else None
 
 
-__all__ = ["all_sum", "enable_gradient_checkpointing", "fsdp2_shard", "full_state_dict", "full_weights", "gather",
+__all__ = ["all_sum", "fsdp2_shard", "full_state_dict", "full_weights", "gather",
            "local_value", "single_env", "wrap_policy"]

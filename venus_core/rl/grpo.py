@@ -42,11 +42,11 @@ from venus_core.config.spec import LoraSpec, OfflineRLDomainSpec
 from venus_core.models.loading import vision_tower
 from venus_core.models.placement import model_device, reference_device
 from venus_core.rewards.base import RewardResult, score_batch
-from venus_core.rl.distributed import (all_sum, enable_gradient_checkpointing, fsdp2_shard, full_state_dict,
-                                      full_weights, gather, local_value, single_env, wrap_policy)
+from venus_core.rl.distributed import (all_sum, fsdp2_shard, full_state_dict, full_weights, gather, local_value,
+                                      single_env, wrap_policy)
 from venus_core.rl.losses import grpo_loss, group_advantages
 from venus_core.rl.rollout import RolloutBatch, sample_groups, sequence_logprobs
-from venus_core.train.distributed import DistEnv
+from venus_core.train.distributed import DistEnv, enable_gradient_checkpointing
 from venus_core.train.mixture import split_for_rank
 from venus_core.train.tracker import Tracker
 

@@ -153,26 +153,30 @@ def deepspeed_config(spec: MidTrainSpec, world_size: int) -> dict[str, Any]:
     }
 
 
+def _transformers_model(model: torch.nn.Module) -> Any:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model  # under a peft wrapper
+
+
 def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
     """transformers' activation checkpointing (non-reentrant), also under a peft wrapper. (DeepSpeed's own
     `activation_checkpointing` section would act only on models that call `deepspeed.checkpointing`; a
     transformers model checkpoints through this switch, under any backend.)"""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _transformers_model(model)
     if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x's name
         base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     else:
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[operator]
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if hasattr(base, "enable_input_require_grads"):
-        base.enable_input_require_grads()  # type: ignore[operator]  # LoRA: frozen embeddings would cut the graph
+        base.enable_input_require_grads()  # LoRA: frozen embeddings would cut the graph
 
 
 def disable_gradient_checkpointing(model: torch.nn.Module) -> None:
     """Undo `enable_gradient_checkpointing` (before the model decodes or is handed on)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _transformers_model(model)
     if hasattr(base, "activation_checkpointing_disable"):
         base.activation_checkpointing_disable()
     else:
-        base.gradient_checkpointing_disable()  # type: ignore[operator]
+        base.gradient_checkpointing_disable()
 
 
 __all__ = ["DistEnv", "deepspeed_config", "disable_gradient_checkpointing", "enable_gradient_checkpointing", "precision_dtype", "setup", "teardown"]
