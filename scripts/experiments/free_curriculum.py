@@ -12,7 +12,10 @@ and the navigation format. So the free boards go where level 1 is taught: this s
 random-button level on the grid) given `--free N` fresh level-1 grounding records on free boards
 beside its grid screens; the level's replay pool then holds them too (`train.bootstrap.add_to_pool`),
 so the later stages replay free boards with the grid ones. `--free-reading N` adds as many level-2
-records on free boards to each reading stage (9-11).
+records on free boards to each reading stage (9-11). `--misses2 N` adds N MiniWoB++ recovery episodes
+per task with two deliberate misses before the click to every stage that has one-miss ones (13-16):
+after the rebuilds a third of the MiniWoB++ steps were invalid, every one the step after two missed
+clicks (`envs.miniwob_collect.run_oracle(misses=2)`).
 
 `--steps` as `venus bootstrap --steps` (one count per stage, 0 skips it): the plan runs in two halves
 on 2 cores, stages 0-8 then 9-16 (`--init WORK/ckpt-8-…/step-…` and `--data WORK`).
@@ -32,9 +35,10 @@ from pathlib import Path
 SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
-def plan(free: int, free_reading: int, read_layout: str = "grid") -> tuple:  # type: ignore[type-arg]
-    """`DEFAULT_STAGES` with the free-layout records beside stage 3 (and the reading stages), and the
-    reading task of every stage that has one on `read_layout` boards."""
+def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int = 0) -> tuple:  # type: ignore[type-arg]
+    """`DEFAULT_STAGES` with the free-layout records beside stage 3 (and the reading stages), the
+    reading task of every stage that has one on `read_layout` boards, and two-miss recovery episodes
+    beside the one-miss ones."""
     from venus_core.train.bootstrap import DEFAULT_STAGES, Extra
 
     stages = list(DEFAULT_STAGES)
@@ -44,6 +48,11 @@ def plan(free: int, free_reading: int, read_layout: str = "grid") -> tuple:  # t
         for k in (9, 10, 11):
             stages[k] = replace(stages[k], extra=(*stages[k].extra, Extra(2, free_reading, kind="grounding",
                                                                           layout="free")))
+    if misses2:
+        for k, st in enumerate(stages):
+            once = [e for e in st.extra if e.misses == 1]
+            if once:
+                stages[k] = replace(st, extra=(*st.extra, replace(once[0], n=misses2, misses=2)))
     return tuple(replace(st, read_layout=read_layout) if st.read else st for st in stages)
 
 
@@ -57,6 +66,8 @@ def main() -> None:
     ap.add_argument("--free-reading", type=int, default=0, help="level-2 free-board records beside stages 9-11")
     ap.add_argument("--read-layout", default="grid", choices=("grid", "free", "mixed"),
                     help="the reading task's boards in stages 9-16 (mixed: every other screen off the grid)")
+    ap.add_argument("--misses2", type=int, default=0,
+                    help="MiniWoB++ recovery episodes per task with two misses, beside the one-miss ones (stages 13-16)")
     ap.add_argument("--steps", required=True, help="one step count per stage, comma-separated (0 skips a stage)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-limit", type=int, default=100)
@@ -68,7 +79,7 @@ def main() -> None:
     from venus_core.train.bootstrap import bootstrap, reuse_stage_data, with_steps
 
     torch.set_num_threads(args.threads)
-    stages = with_steps(plan(args.free, args.free_reading, args.read_layout), [int(x) for x in args.steps.split(",")])
+    stages = with_steps(plan(args.free, args.free_reading, args.read_layout, args.misses2), [int(x) for x in args.steps.split(",")])
     work = Path(args.work)
     reuse_stage_data(work, [Path(d) for d in args.data])
     report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,

@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--miniwob-first", action="store_true", help="the MiniWoB++ episodes in the first navigation stage too")
     ap.add_argument("--miss", type=int, default=0,
                     help="MiniWoB++ recovery episodes per task beside the MiniWoB++ episodes (a deliberate miss kept as "
-                         "history only, then the oracle's click; miniwob_collect.run_oracle(miss_first=True))")
+                         "history only, then the oracle's click; miniwob_collect.run_oracle(misses=1))")
     args = ap.parse_args()
 
     import torch
@@ -87,7 +87,7 @@ def main() -> None:
     easy = ("click-test", "click-test-2", "click-color")
     miniwob: tuple[Extra, ...] = (Extra(0, args.miniwob, "web", miniwob=easy),)
     if args.miss:
-        miniwob += (Extra(0, args.miss, "web", miniwob=easy, miss_first=True),)
+        miniwob += (Extra(0, args.miss, "web", miniwob=easy, misses=1),)
     last = Stage(2, "navigation", 4000, 400, half, head=1.0, replay=0.5, lr=5e-4, attend=1.0, read=1.0,
                  extra=(*beside, *miniwob), refusal=nav_refusal)
     first_extra = (*beside, *miniwob) if args.miniwob_first else beside

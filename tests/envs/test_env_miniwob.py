@@ -212,12 +212,12 @@ def test_an_overlapped_button_is_clicked_where_it_shows() -> None:
 
 
 def test_a_recovery_episode_misses_first_then_clicks(env: MiniWobEnv, tmp_path: Path) -> None:
-    """miss_first: the oracle's first click aimed at a blank point of the task area, recorded as history
+    """misses=1: the oracle's first click aimed at a blank point of the task area, recorded as history
     only; the page is unchanged by it and the oracle's own click then solves the task."""
     from venus_core.data.schema import HISTORY_ONLY
 
     for name in ("click-test", "click-test-2", "click-color", "click-button"):
-        ep = run_oracle(env, name, 12, miss_first=True)
+        ep = run_oracle(env, name, 12, misses=1)
         assert ep.success and len(ep.steps) == 2, (name, ep.error)
         miss, hit = ep.steps
         assert miss.history_only and not hit.history_only
@@ -226,7 +226,7 @@ def test_a_recovery_episode_misses_first_then_clicks(env: MiniWobEnv, tmp_path: 
         mx, my = miss.step.action.box  # type: ignore[attr-defined]
         assert not (x1 <= mx <= x2 and y1 <= my <= y2), (name, miss.step.action)
         assert miss.screenshot.tobytes() == hit.screenshot.tobytes(), name  # the miss changed nothing
-    report = collect(["click-test"], 2, tmp_path / "ds", seed=30, miss_first=True)
+    report = collect(["click-test"], 2, tmp_path / "ds", seed=30, misses=1)
     assert report.written == 2 and validate_dataset(tmp_path / "ds").ok
     (t, _) = list(DatasetReader(tmp_path / "ds"))
     assert t.episode_id == "click-test:seed=30:miss" and t.meta["recovery"] == "miss_first"
@@ -235,4 +235,32 @@ def test_a_recovery_episode_misses_first_then_clicks(env: MiniWobEnv, tmp_path: 
     assert [s.step_index for s in steps] == [1] and steps[0].history[0].action == t.steps[0].action
     assert [s.step_index for s in t.to_steps(5, history_only=True)] == [0, 1]
     with pytest.raises(ValueError, match="raw trace format"):
-        collect(["click-test"], 1, tmp_path / "raw", raw=True, miss_first=True)
+        collect(["click-test"], 1, tmp_path / "raw", raw=True, misses=1)
+
+
+def test_a_recovery_episode_with_two_misses(env: MiniWobEnv, tmp_path: Path) -> None:
+    """misses=2: two deliberate misses at two blank points, both history only, the page unchanged by
+    either; the first miss is the one-miss episode's (its data stays as it was); the click then
+    learns with both in its history. Out of range fails before a browser starts."""
+    from venus_core.data.schema import HISTORY_ONLY
+
+    one = run_oracle(env, "click-test-2", 12, misses=1)
+    ep = run_oracle(env, "click-test-2", 12, misses=2)
+    assert ep.success and len(ep.steps) == 3, ep.error
+    first, second, hit = ep.steps
+    assert first.history_only and second.history_only and not hit.history_only
+    assert first.step.action == one.steps[0].step.action and second.step.action != first.step.action
+    x1, y1, x2, y2 = hit.step.target_box  # type: ignore[misc]
+    for m in (first, second):
+        mx, my = m.step.action.box  # type: ignore[attr-defined]
+        assert not (x1 <= mx <= x2 and y1 <= my <= y2), m.step.action
+        assert m.screenshot.tobytes() == hit.screenshot.tobytes()
+    collect(["click-test"], 1, tmp_path / "ds", seed=30, misses=2)
+    (t,) = list(DatasetReader(tmp_path / "ds"))
+    assert t.episode_id == "click-test:seed=30:miss2" and t.meta["misses"] == 2
+    assert [s.meta.get(HISTORY_ONLY, False) for s in t.steps] == [True, True, False]
+    (step,) = t.to_steps(5)
+    assert step.step_index == 2 and [h.action for h in step.history] == [s.action for s in t.steps[:2]]
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match="misses must be in"):
+            collect(["click-test"], 1, tmp_path / f"bad{bad}", misses=bad)

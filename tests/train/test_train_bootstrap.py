@@ -34,9 +34,9 @@ def test_stage_plans() -> None:
     # the last stage of each level shows the model MiniWoB++ pages of the level-0/1 web tasks (oracle episodes)
     assert DEFAULT_STAGES[8].extra[-1].miniwob == ("click-test", "click-test-2", "click-color")
     for st in DEFAULT_STAGES[13:]:  # and at level 2 recovery episodes (a missed first click, then the click)
-        web = [(e.n, e.miniwob, e.miss_first) for e in st.extra if e.miniwob]
-        assert web == [(300, ("click-test", "click-test-2", "click-color"), False),
-                       (150, ("click-test", "click-test-2", "click-color"), True)]
+        web = [(e.n, e.miniwob, e.misses) for e in st.extra if e.miniwob]
+        assert web == [(300, ("click-test", "click-test-2", "click-color"), 0),
+                       (150, ("click-test", "click-test-2", "click-color"), 1)]
     # the level-1 consolidation stages keep navigation rows in every batch (a grounding-only stage
     # destroyed the navigation format) and give grounding a growing share
     shares = [(s.mixture.grounding, s.mixture.navigation) for s in DEFAULT_STAGES[6:9] if s.mixture]
@@ -318,6 +318,23 @@ def test_an_extra_off_the_grid_has_its_own_data_directory() -> None:
         Extra(0, 10, kind="grounding", layout="free")
     with pytest.raises(ValueError, match="not MiniWoB"):
         Extra(1, 10, layout="free", miniwob=("click-test",))
+
+
+def test_recovery_extras_name_their_misses() -> None:
+    from venus_core.train.bootstrap import Extra, _extra_name
+
+    web = ("click-test", "click-color")
+    # one miss keeps the name (and so the data) the shipped plan's recovery episodes have
+    assert _extra_name(13, 5, "navigation", Extra(0, 150, "web", miniwob=web, misses=1)) == \
+        "extra13.5-miniwob-click-test+click-color-150-miss"
+    assert _extra_name(13, 6, "navigation", Extra(0, 150, "web", miniwob=web, misses=2)) == \
+        "extra13.6-miniwob-click-test+click-color-150-miss2"
+    assert _extra_name(13, 4, "navigation", Extra(0, 300, "web", miniwob=web)) == "extra13.4-miniwob-click-test+click-color-300"
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match="Extra.misses must be in"):
+            Extra(0, 10, "web", miniwob=web, misses=bad)
+    with pytest.raises(ValueError, match="on synthetic records"):
+        Extra(0, 10, misses=1)
 
 
 def test_a_stage_reading_off_the_grid_is_checked_when_the_plan_is_written() -> None:

@@ -62,7 +62,7 @@ class OracleEpisode:
     error: str | None = None
     viewport: tuple[int, int] = (0, 0)
 
-    miss_first: bool = False
+    misses: int = 0  # deliberate misses before the oracle's first click (a recovery episode when > 0)
 
     @property
     def name(self) -> str:
@@ -70,7 +70,19 @@ class OracleEpisode:
 
     @property
     def episode_id(self) -> str:
-        return f"{self.name}:seed={self.seed}" + (":miss" if self.miss_first else "")
+        return f"{self.name}:seed={self.seed}" + miss_suffix(self.misses, ":miss")
+
+
+MAX_MISSES = 3
+"""The most deliberate misses a recovery episode may start with (a live episode has 5 steps)."""
+
+
+def miss_suffix(misses: int, tag: str) -> str:
+    """How a recovery episode's misses show in its names: "" for none, `tag` for one (the names the
+    one-miss episodes have always had), `tag` + the count for more."""
+    if not 0 <= misses <= MAX_MISSES:
+        raise ValueError(f"misses must be in [0, {MAX_MISSES}], got {misses!r}")
+    return "" if misses == 0 else tag if misses == 1 else f"{tag}{misses}"
 
 
 MISS_MARGIN_PX = 6.0
@@ -92,10 +104,11 @@ def blank_point(page: Page, seed: int) -> tuple[float, float] | None:
     return random.Random(seed).choice(free) if free else None
 
 
-def _miss(env: MiniWobEnv, page: Page, step: OracleStep, seed: int) -> OracleStep:
+def _miss(env: MiniWobEnv, page: Page, step: OracleStep, seed: int, k: int = 0) -> OracleStep:
     """The oracle's first step aimed at a blank point of the task area instead of its target: the
-    same words, a click that changes nothing (what a model's missed first click leaves behind)."""
-    point = blank_point(page, seed)
+    same words, a click that changes nothing (what a model's missed first click leaves behind).
+    The `k`-th miss of an episode draws its point with its own seed (the first one `seed` itself)."""
+    point = blank_point(page, seed + 7919 * k)
     if point is None:
         raise OracleError("no blank point in the task area for a deliberate miss")
     w, h = env.screen
@@ -103,12 +116,14 @@ def _miss(env: MiniWobEnv, page: Page, step: OracleStep, seed: int) -> OracleSte
 
 
 def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAULT_MAX_STEPS,
-               miss_first: bool = False) -> OracleEpisode:
+               misses: int = 0) -> OracleEpisode:
     """Run the oracle of task `name` on `seed` to its end; never raises for a failed episode.
 
-    `miss_first`: a recovery episode. Before the oracle's first step (a Click), the same step aimed at
-    a blank point of the task area is played and recorded as history only: the page stays as it
-    was, and the oracle's click follows with the miss in its history."""
+    `misses` > 0: a recovery episode. Before the oracle's first step (a Click), the same step aimed
+    at a blank point of the task area is played `misses` times (each at its own point) and recorded
+    as history only: the page stays as it was, and the oracle's click follows with the misses in its
+    history (a model that missed twice must still answer the third step)."""
+    miss_suffix(misses, "")  # the range check
     solver = solver_for(name)
     task = env.make_task(name, seed, max_steps=max_steps)
     obs = env.reset(task)
@@ -120,15 +135,16 @@ def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAUL
         for step in solver(page):
             if done:
                 raise OracleError("the episode ended before the oracle finished")
-            if miss_first and not steps:
+            if misses and not steps:
                 if not isinstance(step.action, Click):
                     raise OracleError(f"a deliberate miss needs a Click first, the oracle's is {step.action!r}")
-                miss = _miss(env, page, step, seed)
-                before = obs.screenshot
-                obs, done, info = env.step(miss.action)
-                steps.append(RecordedStep(before, miss, to_raw(miss.action, env.px), history_only=True))
-                if done:
-                    raise OracleError("the deliberate miss ended the episode")
+                for k in range(misses):
+                    miss = _miss(env, page, step, seed, k)
+                    before = obs.screenshot
+                    obs, done, info = env.step(miss.action)
+                    steps.append(RecordedStep(before, miss, to_raw(miss.action, env.px), history_only=True))
+                    if done:
+                        raise OracleError("the deliberate miss ended the episode")
             raw = to_raw(step.action, env.px)
             before = obs.screenshot
             obs, done, info = env.step(step.action)
@@ -142,7 +158,7 @@ def run_oracle(env: MiniWobEnv, name: str, seed: int, *, max_steps: int = DEFAUL
     success = error is None and env.is_successful()
     if error is None and not success:
         error = f"page reward {reward} (reason {state['reason']!r})"
-    return OracleEpisode(task, seed, steps, reward, success, error, env.screen, miss_first)
+    return OracleEpisode(task, seed, steps, reward, success, error, env.screen, misses)
 
 
 def oracle_steps(env: MiniWobEnv, names: Sequence[str], max_steps: int, *, seed: int = 0) -> dict[str, int]:
@@ -174,14 +190,14 @@ def to_trajectory(ep: OracleEpisode, writer: DatasetWriter) -> Trajectory:
                       provenance=Provenance(source=SOURCE, source_id=eid, generator=GENERATOR,
                                             seed=ep.seed, extra={"task": ep.name}),
                       meta={"task": ep.name, "reward": ep.reward, "simulated": False,
-                            **({"recovery": "miss_first"} if ep.miss_first else {})})
+                            **({"recovery": "miss_first", "misses": ep.misses} if ep.misses else {})})
 
 
 def raw_lines(ep: OracleEpisode, shots: Path, rel: str) -> list[dict[str, Any]]:
     """The episode in the raw trace format (screenshots saved under `shots`, named from `rel`); the
     format has no history-only steps, so a recovery episode cannot be written in it."""
-    if ep.miss_first:
-        raise ValueError("a recovery episode (miss_first) has a history-only step, which the raw trace format "
+    if ep.misses:
+        raise ValueError("a recovery episode (misses) has history-only steps, which the raw trace format "
                          "cannot hold; collect it as a dataset")
     eid = ep.episode_id
     lines = []
@@ -222,7 +238,7 @@ class CollectReport:
 
 def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw: bool = False,
             overwrite: bool = False, max_steps: int = DEFAULT_MAX_STEPS, scale: float = 2.0, workers: int = 1,
-            progress: Callable[[OracleEpisode], None] | None = None, miss_first: bool = False) -> CollectReport:
+            progress: Callable[[OracleEpisode], None] | None = None, misses: int = 0) -> CollectReport:
     """Attempt `n` oracle episodes of each task (seeds seed..seed+n-1); see the module docstring.
 
     `workers` browser contexts (one shared Chromium) play episodes side by side; the episodes are
@@ -232,8 +248,9 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
         raise ValueError(f"collect: n must be >= 1, got {n}")
     if workers < 1:
         raise ValueError(f"collect: workers must be >= 1, got {workers}")
-    if miss_first and raw:
-        raise ValueError("collect: recovery episodes (miss_first) have a history-only step that the raw trace "
+    miss_suffix(misses, "")  # the range check, before a browser starts
+    if misses and raw:
+        raise ValueError("collect: recovery episodes (misses) have history-only steps that the raw trace "
                          "format cannot hold; collect them as a dataset")
     for name in tasks:
         solver_for(name)  # unknown task: fail before starting a browser
@@ -248,7 +265,7 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
             shots = out / "screenshots"
             shots.mkdir(parents=True, exist_ok=True)
             with open(out / "traces.jsonl", "w", encoding="utf-8") as f:
-                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress, miss_first):
+                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress, misses):
                     if ep.steps:
                         for line in raw_lines(ep, shots, "screenshots"):
                             f.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -256,7 +273,7 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
         else:
             with DatasetWriter(out, sources=[SOURCE], overwrite=overwrite,
                                created_by="venus data collect (miniwob-oracle)") as writer:
-                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress, miss_first):
+                for ep in _episodes(envs, tasks, n, seed, max_steps, report, progress, misses):
                     if ep.success:
                         writer.write(to_trajectory(ep, writer))
                         report.written += 1
@@ -264,17 +281,17 @@ def collect(tasks: Sequence[str], n: int, out: str | Path, *, seed: int = 0, raw
     return report
 
 
-def _play(env: MiniWobEnv, name: str, s: int, max_steps: int, miss_first: bool = False) -> OracleEpisode:
+def _play(env: MiniWobEnv, name: str, s: int, max_steps: int, misses: int = 0) -> OracleEpisode:
     try:
-        return run_oracle(env, name, s, max_steps=max_steps, miss_first=miss_first)
+        return run_oracle(env, name, s, max_steps=max_steps, misses=misses)
     except EnvError as exc:  # the page would not even start: one failed attempt
         task = Task(goal=f"MiniWoB {name}", app=name)
-        return OracleEpisode(task, s, [], None, False, str(exc), env.screen, miss_first)
+        return OracleEpisode(task, s, [], None, False, str(exc), env.screen, misses)
 
 
 def _episodes(envs: Sequence[MiniWobEnv], tasks: Sequence[str], n: int, seed: int, max_steps: int,
               report: CollectReport, progress: Callable[[OracleEpisode], None] | None,
-              miss_first: bool = False) -> Iterator[OracleEpisode]:
+              misses: int = 0) -> Iterator[OracleEpisode]:
     """Every (task, seed) played once, on whichever env is free, yielded in (task, seed) order."""
     jobs = [(name, s) for name in tasks for s in range(seed, seed + n)]
     for name in tasks:
@@ -286,7 +303,7 @@ def _episodes(envs: Sequence[MiniWobEnv], tasks: Sequence[str], n: int, seed: in
     def play(job: tuple[str, int]) -> OracleEpisode:
         env = free.get()
         try:
-            return _play(env, job[0], job[1], max_steps, miss_first)
+            return _play(env, job[0], job[1], max_steps, misses)
         finally:
             free.put(env)
 

@@ -42,7 +42,7 @@ class Extra:
     miniwob: tuple[str, ...] = ()  # MiniWoB++ tasks: `n` oracle episodes of each, collected in headless Chromium
     # (page seeds from the extra's seed; `level` and `size` do not apply) instead of synthetic records
     kind: str = ""  # synth kind of the records; "" = the stage's (a navigation stage may take fresh grounding records)
-    miss_first: bool = False  # MiniWoB++ recovery episodes: a deliberate miss (history only), then the oracle's click
+    misses: int = 0  # MiniWoB++ recovery episodes: this many deliberate misses (history only), then the oracle's click
     layout: str = "grid"  # level-1/2 grounding boards: "grid" or "free" (buttons of random size and place)
 
     def __post_init__(self) -> None:  # a wrong layout fails when the plan is made, not hours later at its stage
@@ -53,6 +53,11 @@ class Extra:
         if self.layout != "grid" and (self.miniwob or self.level not in (1, 2)):
             raise ValueError(f"bootstrap: Extra.layout {self.layout!r} is for synthetic level-1/2 boards, "
                              f"not {'MiniWoB++ episodes' if self.miniwob else f'level {self.level}'}")
+        from venus_core.envs.miniwob_collect import MAX_MISSES
+
+        if not 0 <= self.misses <= MAX_MISSES or (self.misses and not self.miniwob):
+            raise ValueError(f"bootstrap: Extra.misses must be in [0, {MAX_MISSES}] and only for MiniWoB++ "
+                             f"episodes, got {self.misses!r}" + ("" if self.miniwob else " on synthetic records"))
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ _LEVEL2_FORMAT = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, l
                        extra=_LEVEL2_BESIDE, refusal=0.3)
 _LEVEL2_ATTEND = replace(_LEVEL2_FORMAT, steps=400, attend=1.0, seed=1201,
                          extra=(*_LEVEL2_BESIDE, Extra(0, 300, "web", miniwob=_MINIWOB_EASY),
-                                Extra(0, 150, "web", miniwob=_MINIWOB_EASY, miss_first=True)))
+                                Extra(0, 150, "web", miniwob=_MINIWOB_EASY, misses=1)))
 # the level-2 consolidation stages (as stage 7 for level 1): 90 % of each batch grounding rows, half the lr
 _LEVEL2_CONSOLIDATE = replace(_LEVEL2_ATTEND, steps=600, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=0.9,
                                                                             navigation=0.1),
@@ -387,7 +392,8 @@ def bootstrap(
         entry = {"index": k, "level": st.level, "kind": st.kind, "records": st.n, "steps": st.steps, "data": corpus.sizes(),
                  "extra": [{"level": e.level, "records": e.n, "platform": e.platform, "size": e.size,
                             "miniwob": list(e.miniwob), "kind": e.kind or st.kind, "seed": 1100 + 10 * k + i,
-                            **({"miss_first": True} if e.miss_first else {})}  # (the shipped plan's report as before)
+                            # (one miss reads as it always has in the shipped plan's report)
+                            **({"miss_first": True} if e.misses == 1 else {"misses": e.misses} if e.misses else {})}
                            for i, e in enumerate(st.extra)],
                  "refusal_share": refusal_share,
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
@@ -408,7 +414,9 @@ def bootstrap(
 
 def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "") -> str:
     if ex.miniwob:
-        return f"extra{k}.{i}-miniwob-{'+'.join(ex.miniwob)}-{ex.n}" + ("-miss" if ex.miss_first else "")
+        from venus_core.envs.miniwob_collect import miss_suffix
+
+        return f"extra{k}.{i}-miniwob-{'+'.join(ex.miniwob)}-{ex.n}" + miss_suffix(ex.misses, "-miss")
     size = f"-{ex.size[0]}x{ex.size[1]}" if ex.size else ""
     kind = ex.kind or kind
     layout = f"-{ex.layout}" if ex.layout != "grid" else ""
@@ -422,7 +430,7 @@ def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:
     from venus_core.envs.miniwob_collect import collect
 
     # four browser contexts play side by side (page loads overlap); the episodes written do not depend on it
-    report = collect(ex.miniwob, ex.n, out, seed=seed, overwrite=True, miss_first=ex.miss_first, workers=4)
+    report = collect(ex.miniwob, ex.n, out, seed=seed, overwrite=True, misses=ex.misses, workers=4)
     empty = [t for t in ex.miniwob if not report.succeeded.get(t)]
     if empty:
         raise RuntimeError(f"bootstrap: MiniWoB++ oracle succeeded on no episode of {empty} ({report.failures[:3]})")
