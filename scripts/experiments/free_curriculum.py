@@ -15,7 +15,10 @@ so the later stages replay free boards with the grid ones. `--free-reading N` ad
 records on free boards to each reading stage (9-11). `--misses2 N` adds N MiniWoB++ recovery episodes
 per task with two deliberate misses before the click to every stage that has one-miss ones (13-16):
 after the rebuilds a third of the MiniWoB++ steps were invalid, every one the step after two missed
-clicks (`envs.miniwob_collect.run_oracle(misses=2)`).
+clicks (`envs.miniwob_collect.run_oracle(misses=2)`). `--replay-refusal R` makes R of the replayed
+grounding items of the level-2 consolidation stages (15-16) refusals (`Stage.replay_refusal`): the
+level's replay pool holds ~10 % (the level-1 boards were synthesised with the default share) and
+level-1/2 refusals fall over stages 12-16 (66 -> 36 of 89 and 74 -> 42 of 104 in the rebuild).
 
 `--steps` as `venus bootstrap --steps` (one count per stage, 0 skips it): the plan runs in two halves
 on 2 cores, stages 0-8 then 9-16 (`--init WORK/ckpt-8-…/step-…` and `--data WORK`).
@@ -35,10 +38,11 @@ from pathlib import Path
 SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
 
 
-def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int = 0) -> tuple:  # type: ignore[type-arg]
+def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int = 0,
+         replay_refusal: float = 0.0) -> tuple:  # type: ignore[type-arg]
     """`DEFAULT_STAGES` with the free-layout records beside stage 3 (and the reading stages), the
-    reading task of every stage that has one on `read_layout` boards, and two-miss recovery episodes
-    beside the one-miss ones."""
+    reading task of every stage that has one on `read_layout` boards, two-miss recovery episodes
+    beside the one-miss ones, and the consolidation stages' replay refusal share."""
     from venus_core.train.bootstrap import DEFAULT_STAGES, Extra
 
     stages = list(DEFAULT_STAGES)
@@ -53,6 +57,9 @@ def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int =
             once = [e for e in st.extra if e.misses == 1]
             if once:
                 stages[k] = replace(st, extra=(*st.extra, replace(once[0], n=misses2, misses=2)))
+    if replay_refusal:
+        for k in (15, 16):
+            stages[k] = replace(stages[k], replay_refusal=replay_refusal)
     return tuple(replace(st, read_layout=read_layout) if st.read else st for st in stages)
 
 
@@ -68,6 +75,8 @@ def main() -> None:
                     help="the reading task's boards in stages 9-16 (mixed: every other screen off the grid)")
     ap.add_argument("--misses2", type=int, default=0,
                     help="MiniWoB++ recovery episodes per task with two misses, beside the one-miss ones (stages 13-16)")
+    ap.add_argument("--replay-refusal", type=float, default=0.0,
+                    help="share of refusals among the replayed items of stages 15-16 (0: as the pool holds them)")
     ap.add_argument("--steps", required=True, help="one step count per stage, comma-separated (0 skips a stage)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-limit", type=int, default=100)
@@ -79,7 +88,8 @@ def main() -> None:
     from venus_core.train.bootstrap import bootstrap, reuse_stage_data, with_steps
 
     torch.set_num_threads(args.threads)
-    stages = with_steps(plan(args.free, args.free_reading, args.read_layout, args.misses2), [int(x) for x in args.steps.split(",")])
+    stages = with_steps(plan(args.free, args.free_reading, args.read_layout, args.misses2,
+                                   args.replay_refusal), [int(x) for x in args.steps.split(",")])
     work = Path(args.work)
     reuse_stage_data(work, [Path(d) for d in args.data])
     report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,

@@ -171,6 +171,41 @@ def test_replay_adds_the_lower_levels_share_seeded_and_counted() -> None:
         with_replay(own, pool, 1.0, seed=0)
 
 
+def test_replay_can_hold_a_share_of_refusals() -> None:
+    from types import SimpleNamespace
+
+    from venus_core.data import GroundingSample, Provenance
+    from venus_core.train.bootstrap import Stage, is_refusal, with_replay
+    from venus_core.train.data import Corpus
+
+    own = Corpus(train={"grounding": [f"l1-{i}" for i in range(70)]}, held_out={}, sources=["l1"])
+    pool = [f"ref-{i}" for i in range(5)] + [f"ans-{i}" for i in range(95)]  # 5 % refusals
+    refusal = lambda it: it.startswith("ref")  # noqa: E731
+    out, n = with_replay(own, pool, 0.3, seed=1, refusals=0.4, refusal=refusal)
+    added = out.train["grounding"][70:]
+    assert n == 30 and len(added) == 30 and sum(map(refusal, added)) == 12  # 40 % of 30
+    assert {x for x in added if refusal(x)} == set(pool[:5])  # the five refusals, each again (the pool is small)
+    assert len({x for x in added if not refusal(x)}) == 18  # answerable ones without replacement
+    assert with_replay(own, pool, 0.3, seed=1, refusals=0.4, refusal=refusal)[0].train == out.train  # seeded
+    # a share the pool cannot give is an error, not a silent fallback
+    with pytest.raises(ValueError, match="the pool of 95 holds 0 refusals"):
+        with_replay(own, pool[5:], 0.3, seed=1, refusals=0.4, refusal=refusal)
+    with pytest.raises(ValueError, match="refusal share must be in"):
+        with_replay(own, pool, 0.3, seed=1, refusals=1.5, refusal=refusal)
+    # the default predicate: a grounding sample without a box
+    def sample(box: tuple[int, int, int, int] | None) -> SimpleNamespace:
+        return SimpleNamespace(record=GroundingSample(
+            kind="grounding", id="g", domain="grounding", image="sha256:" + "0" * 64, image_size=(64, 64),
+            platform="mobile", instruction="the button", box=box, refusal=box is None,
+            provenance=Provenance(source="t", source_id="g")))
+
+    assert is_refusal(sample(None)) and not is_refusal(sample((1, 1, 5, 5)))
+    assert not is_refusal(SimpleNamespace(record="a navigation step"))
+    with pytest.raises(ValueError, match="needs replay > 0"):
+        Stage(2, "navigation", 10, 1, replay_refusal=0.3)
+    assert Stage(2, "navigation", 10, 1, replay=0.5, replay_refusal=0.3).replay_refusal == 0.3
+
+
 def test_a_levels_replay_pool_gathers_its_stages_distinct_records() -> None:
     from types import SimpleNamespace
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -81,12 +82,16 @@ class Stage:
     refusal: float = 0.0  # share of the stage's synthesised grounding records (its own and its extras') that name an
     # element absent from the screen (answer [-1,-1]); 0 = the synthesis default (data/synth REFUSAL_SHARE, 10 %)
     read_layout: str = "grid"  # where the reading task's buttons sit: grid | free | mixed (data/synth/reading.py)
+    replay_refusal: float = 0.0  # share of the replayed items that are refusals (drawn apart); 0 = as the pool holds them
 
     def __post_init__(self) -> None:
         from venus_core.data.synth.reading import READING_LAYOUTS
 
         if not 0.0 <= self.refusal <= 1.0:
             raise ValueError(f"bootstrap: Stage.refusal must be in [0, 1], got {self.refusal!r}")
+        if not 0.0 <= self.replay_refusal <= 1.0 or (self.replay_refusal and not self.replay):
+            raise ValueError(f"bootstrap: Stage.replay_refusal must be in [0, 1] and needs replay > 0, got "
+                             f"{self.replay_refusal!r} with replay {self.replay!r}")
         if self.read_layout not in READING_LAYOUTS:
             raise ValueError(f"bootstrap: Stage.read_layout must be one of {READING_LAYOUTS}, got {self.read_layout!r}")
 
@@ -211,23 +216,52 @@ def scaled(stages: tuple[Stage, ...], scale: float) -> tuple[Stage, ...]:
                          extra=tuple(replace(e, n=n(e.n)) for e in s.extra)) for s in stages)
 
 
-def with_replay(corpus: Any, pool: list[Any], share: float, *, seed: int) -> tuple[Any, int]:
+def is_refusal(item: Any) -> bool:
+    """A grounding training item whose answer is the refusal `[-1,-1]` (its element is not on screen)."""
+    from venus_core.data import GroundingSample
+
+    return isinstance(item.record, GroundingSample) and item.record.box is None
+
+
+def with_replay(corpus: Any, pool: list[Any], share: float, *, seed: int, refusals: float = 0.0,
+                refusal: Callable[[Any], bool] = is_refusal) -> tuple[Any, int]:
     """`corpus` with lower-level training items added to its grounding training data so that they
     make up `share` of it (drawn without replacement while the pool lasts, seeded); and how many.
-    The held-out split is the stage's own."""
+    The held-out split is the stage's own.
+
+    `refusals` > 0: that share of the replayed items are refusals (`refusal(item)`), drawn from the
+    pool's refusals and its answerable items separately (each without replacement while it lasts);
+    0 draws as the pool holds them. A pool without refusals (or without answerable items) cannot
+    give the share: ValueError."""
     from venus_core.train.data import Corpus
 
     if not 0 <= share < 1:
         raise ValueError(f"replay share must be in [0, 1), got {share}")
+    if not 0 <= refusals <= 1:
+        raise ValueError(f"replay refusal share must be in [0, 1], got {refusals}")
     if share == 0 or not pool:
         return corpus, 0
     import random
 
     own = sum(len(v) for v in corpus.train.values())
     n = round(share / (1 - share) * own)
-    order = list(pool)
-    random.Random(seed).shuffle(order)
-    picked = (order * (1 + n // len(order)))[:n]
+    rng = random.Random(seed)
+
+    def draw(items: list[Any], k: int) -> list[Any]:
+        order = list(items)
+        rng.shuffle(order)
+        return (order * (1 + k // len(order)))[:k] if k else []
+
+    if refusals:
+        no, yes = [it for it in pool if not refusal(it)], [it for it in pool if refusal(it)]
+        k = round(refusals * n)
+        if (k and not yes) or (n - k and not no):
+            raise ValueError(f"replay: {refusals:.0%} refusals wanted, the pool of {len(pool)} holds "
+                             f"{len(yes)} refusals and {len(no)} answerable items")
+        picked = draw(yes, k) + draw(no, n - k)
+        rng.shuffle(picked)
+    else:
+        picked = draw(pool, n)
     train = {d: list(v) for d, v in corpus.train.items()}
     train["grounding"] = train.get("grounding", []) + picked
     return Corpus(train=train, held_out=corpus.held_out, sources=list(corpus.sources)), n
@@ -369,7 +403,8 @@ def bootstrap(
         # a grounding stage replays the levels below it; a navigation / mixture stage also its own level's grounding
         top = st.level if st.kind != "grounding" else st.level - 1
         corpus, replayed = with_replay(corpus, [it for lv, items in sorted(lower.items()) if lv <= top
-                                                for it in items], st.replay, seed=spec.mid_train.seed + k)
+                                                for it in items], st.replay, seed=spec.mid_train.seed + k,
+                                     refusals=st.replay_refusal)
         update: dict[str, Any] = {
             "max_steps": st.steps, "eval_every": st.steps, "save_every": st.steps,
             "warmup_steps": min(spec.mid_train.warmup_steps, max(0, st.steps // 4)),
@@ -399,6 +434,7 @@ def bootstrap(
                  "coarse_grid": st.coarse_grid, "refusals_held_back": refusals_held_back,
                  "replayed": replayed, "head": st.head, "attend": st.attend, "read": st.read, "lr": cfg.lr,
                  **({"read_layout": st.read_layout} if st.read and st.read_layout != "grid" else {}),
+                 **({"replay_refusal": st.replay_refusal} if st.replay_refusal else {}),
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
                  "held_out": held_out, "mixture": result.mixture,
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),
@@ -477,5 +513,5 @@ class _Offset:
         self.inner.log_artifact(path, name)
 
 
-__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Extra", "Stage", "add_to_pool", "bootstrap", "scaled", "with_replay",
+__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Extra", "Stage", "add_to_pool", "bootstrap", "is_refusal", "scaled", "with_replay",
            "with_steps"]
