@@ -65,6 +65,23 @@ def test_mobile_job_runs_history_alignment_and_reports_action_mix(tiny_dir: Path
     assert report["trainer"]["frozen_vision_params"] > 0
 
 
+def test_a_short_run_aligns_histories_when_epochs_are_slices(tiny_dir: Path, nav_data: Path, tmp_path: Path) -> None:
+    """epoch_size 4 with 2 prompts a step: an epoch boundary every 2 optimizer steps, each pooling
+    rollouts of its own 4 steps only (R = 1 each), so a 6-step run aligns twice."""
+    out = tmp_path / "nav"
+    rc = main([
+        "--domain", "mobile", "--spec", SPEC, "--model", str(tiny_dir), "--data", str(nav_data), "--out", str(out),
+        "--set", "offline_rl.mobile.max_steps=6", "--set", "offline_rl.mobile.prompts_per_step=2",
+        "--set", "offline_rl.mobile.group_size=2", "--set", "offline_rl.mobile.max_new_tokens=4",
+        "--set", "offline_rl.mobile.history_alignment.rollouts=1", "--set", "eval.held_out=2",
+        "--set", "offline_rl.mobile.history_alignment.epoch_size=4",
+        "--set", "offline_rl.mobile.sparse_actions.actions=[]",
+    ])
+    assert rc == 0
+    nav = json.loads((out / "report.json").read_text())["navigation"]
+    assert [(e["epoch"], e["epoch_steps"]) for e in nav["epochs"]] == [(0, 4), (1, 4)]
+
+
 def test_job_rejects_data_without_domain_records(tiny_dir: Path, grounding_data: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no usable records"):
         main(["--domain", "web", "--spec", SPEC, "--model", str(tiny_dir), "--data", str(grounding_data),

@@ -127,6 +127,10 @@ class HistoryAlignmentSpec(Section):
     selection: Literal["closest_length", "random", "highest_reward"] = Field(
         "closest_length", description="which pooled thought replaces a historical one"
     )
+    epoch_size: int = Field(
+        0, ge=0, description="training steps per alignment epoch; 0 = all of them (UI-Venus-1.0). N > 0: each epoch "
+        "is the next N steps of one seeded shuffle (wrapping), so that a run shorter than a pass over its data still "
+        "aligns (after every N / prompts_per_step optimizer steps); the same epochs when `enabled` is false")
 
 
 class SparseActionSpec(Section):

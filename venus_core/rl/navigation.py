@@ -1,7 +1,9 @@
 """The navigation GRPO job's epoch logic: history alignment and sparse action enhancement
 (`venus_core.rl.history`) wired into `OfflineGRPO.train` as its item source and hooks.
 
-Per epoch: the prompts are the (aligned) training steps plus the sparse-action variants. During
+Per epoch: the prompts are the (aligned) training steps plus the sparse-action variants (with
+`history_alignment.epoch_size` N > 0: the next N steps of one seeded shuffle and their variants, so
+that a run shorter than a pass over its data still aligns; the R rollouts then go to those N). During
 the epoch, the GRPO rollouts whose action matches the ground truth feed the thought pool (free:
 they are sampled anyway). After the epoch, R more rollouts per training step are sampled
 (UI-Venus-1.0's "sample R rollouts per step"), pooled, and then every step's history is aligned
@@ -82,8 +84,21 @@ class NavigationEpochs:
         self.stats = state["stats"]
         self.by_id.update({s.id: s for s in self.current + self.variants})
 
+    def epoch_ids(self, epoch: int) -> set[str] | None:
+        """The ids of the training steps of `epoch` when epochs are slices (`epoch_size`); None = all."""
+        ha = self.spec.history_alignment
+        n = ha.epoch_size if ha is not None else 0
+        if not n or n >= len(self.base):
+            return None
+        order = [s.id for s in self.base]
+        random.Random(self.spec.seed * 7919 + 17).shuffle(order)
+        start = (epoch * n) % len(order)
+        return set((order + order)[start : start + n])
+
     def items_for_epoch(self, epoch: int) -> list[PromptItem]:
-        return [navigation_item(s, self.open_image) for s in self.current + self.variants]
+        ids = self.epoch_ids(epoch)
+        steps = [s for s in self.current + self.variants if ids is None or s.id.split("#v")[0] in ids]
+        return [navigation_item(s, self.open_image) for s in steps]
 
     def hook(self, step: int, items: Sequence[PromptItem], texts: list[str], results: list[RewardResult]) -> None:
         """Pool the matching thoughts of this GRPO step's rollouts (the whole global batch: every
@@ -100,8 +115,9 @@ class NavigationEpochs:
         ha = self.spec.history_alignment
         matched = 0
         replaced = 0
+        ids = self.epoch_ids(epoch)
         if ha is not None and ha.enabled:
-            matched = self._pool_rollouts(trainer, ha.rollouts, epoch)
+            matched = self._pool_rollouts(trainer, ha.rollouts, epoch, ids)
             aligned = []
             for s in self.base:
                 new, k = align_history(s, self.pool, ha.selection, self.rng)
@@ -111,19 +127,22 @@ class NavigationEpochs:
             self.by_id.update({s.id: s for s in aligned})
         self._rebuild_variants()
         mix = action_mix(self.current + self.variants)
-        record = {"epoch": epoch, "pool_thoughts": len(self.pool), "rollouts_matched": matched,
+        record = {"epoch": epoch, "epoch_steps": len(self.base) if ids is None else len(ids),
+                  "pool_thoughts": len(self.pool), "rollouts_matched": matched,
                   "history_thoughts_replaced": replaced, "sparse_variants": len(self.variants),
                   "sparse_variants_distinct": getattr(self, "distinct", 0), "action_mix": mix}
         self.stats["epochs"].append(record)
         self.stats["action_mix_after"] = mix
         self.tracker.log_metrics({k: float(v) for k, v in record.items() if k != "action_mix"}, epoch)
 
-    def _pool_rollouts(self, trainer: OfflineGRPO, r: int, epoch: int) -> int:
-        """R rollouts per training step, pooled. The chunks of steps are shared out over the ranks
-        of a distributed run (strided) and their texts gathered, so every rank pools them all, in order."""
+    def _pool_rollouts(self, trainer: OfflineGRPO, r: int, epoch: int, ids: set[str] | None = None) -> int:
+        """R rollouts per training step of the epoch (`ids`; None = all), pooled. The chunks of steps
+        are shared out over the ranks of a distributed run (strided) and their texts gathered, so
+        every rank pools them all, in order."""
         spec = self.spec
         chunk = max(1, spec.prompts_per_step)
-        starts = list(range(0, len(self.base), chunk))
+        base = [s for s in self.base if ids is None or s.id in ids]
+        starts = list(range(0, len(base), chunk))
         env = trainer.env
         mine = split_for_rank(starts, env.rank, env.world)
         done: list[tuple[int, list[list[str]], list[list[float]]]] = []
@@ -131,7 +150,7 @@ class NavigationEpochs:
         # inside, but the ranks must enter and leave `rollout_weights` together)
         with trainer.rollout_weights():
             for k in mine:
-                steps = self.base[k : k + chunk]
+                steps = base[k : k + chunk]
                 prompts = [navigation_item(s, self.open_image).messages for s in steps]
                 batch = sample_groups(trainer.model, trainer.processor, prompts, r, spec.max_new_tokens,  # type: ignore[arg-type]
                                       temperature=spec.temperature, top_p=spec.top_p,
@@ -144,7 +163,7 @@ class NavigationEpochs:
                              [[x.total for x in results[i * r : (i + 1) * r]] for i in range(len(steps))]))
         matched = 0
         for k, texts, totals in sorted((d for part in gather(env, done) for d in part), key=lambda d: d[0]):
-            for i, s in enumerate(self.base[k : k + chunk]):
+            for i, s in enumerate(base[k : k + chunk]):
                 matched += add_rollouts(self.pool, s, texts[i], totals[i])
         return matched
 
