@@ -59,7 +59,11 @@ def test_mobile_job_runs_history_alignment_and_reports_action_mix(tiny_dir: Path
     ])
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
-    assert set(report["held_out_after"]) == {"type_match", "step_success", "parsed"}
+    after = report["held_out_after"]
+    assert {"type_match", "step_success", "parsed"} <= set(after)
+    by_type = {k: v for k, v in after.items() if k.startswith("step_success/")}  # per ground-truth action type
+    assert by_type and sum(v["n"] for v in by_type.values()) == after["step_success"]["n"]
+    assert sum(v["k"] for v in by_type.values()) == after["step_success"]["k"]
     nav = report["navigation"]
     assert nav["action_mix_before"] and nav["epochs"] and nav["epochs"][0]["epoch"] == 0
     assert report["trainer"]["frozen_vision_params"] > 0

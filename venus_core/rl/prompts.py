@@ -60,15 +60,23 @@ def evaluate_navigation(
     model: PreTrainedModel, processor: ProcessorMixin, steps: Sequence[NavigationStep], open_image: OpenImage,
     *, max_new_tokens: int = 128, batch_size: int = 16, repetition_penalty: float = 1.05,
 ) -> dict[str, Any]:
-    """Greedy answers on `steps`: {"type_match", "step_success", "parsed"} as Rates."""
+    """Greedy answers on `steps`: {"type_match", "step_success", "parsed"} as Rates, and
+    "step_success/<Type>" per ground-truth action type (Click, Finished, the rare CallUser, …): an
+    overall step success can come from `Finished` steps alone."""
+    from venus_core.actions import parse_action
+
     items = [navigation_item(s, open_image) for s in steps]
     answers = _answers(model, processor, items, max_new_tokens, batch_size, repetition_penalty)
     outcomes = [score_navigation(a, s.action, s.platform, s.target_box) for a, s in zip(answers, steps, strict=True)]
     n = len(outcomes)
+    types = [parse_action(s.action, s.platform).NAME for s in steps]
+    by_type = {f"step_success/{t}": Rate(sum(o.step_success for o, u in zip(outcomes, types) if u == t), types.count(t))
+               for t in sorted(set(types))}
     return {
         "type_match": Rate(sum(o.type_match for o in outcomes), n),
         "step_success": Rate(sum(o.step_success for o in outcomes), n),
         "parsed": Rate(sum(o.parsed for o in outcomes), n),
+        **by_type,
     }
 
 
