@@ -49,15 +49,18 @@ def test_grounding_job_writes_checkpoint_metrics_and_report(tiny_dir: Path, grou
     assert (out / "model" / "venus_provenance.json").is_file()
 
 
+def _mobile_job(tiny_dir: Path, nav_data: Path, out: Path, *sets: str) -> int:
+    """Six GRPO steps of the mobile job, two prompts of two completions a step, R = 1."""
+    args = ["offline_rl.mobile.max_steps=6", "offline_rl.mobile.prompts_per_step=2", "offline_rl.mobile.group_size=2",
+            "offline_rl.mobile.max_new_tokens=4", "offline_rl.mobile.history_alignment.rollouts=1", "eval.held_out=2",
+            *sets]
+    return main(["--domain", "mobile", "--spec", SPEC, "--model", str(tiny_dir), "--data", str(nav_data),
+                 "--out", str(out), *[x for a in args for x in ("--set", a)]])
+
+
 def test_mobile_job_runs_history_alignment_and_reports_action_mix(tiny_dir: Path, nav_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "nav"
-    rc = main([
-        "--domain", "mobile", "--spec", SPEC, "--model", str(tiny_dir), "--data", str(nav_data), "--out", str(out),
-        "--set", "offline_rl.mobile.max_steps=6", "--set", "offline_rl.mobile.prompts_per_step=2",
-        "--set", "offline_rl.mobile.group_size=2", "--set", "offline_rl.mobile.max_new_tokens=4",
-        "--set", "offline_rl.mobile.history_alignment.rollouts=1", "--set", "eval.held_out=2",
-    ])
-    assert rc == 0
+    assert _mobile_job(tiny_dir, nav_data, out) == 0
     report = json.loads((out / "report.json").read_text())
     after = report["held_out_after"]
     assert {"type_match", "step_success", "parsed"} <= set(after)
@@ -73,15 +76,8 @@ def test_a_short_run_aligns_histories_when_epochs_are_slices(tiny_dir: Path, nav
     """epoch_size 4 with 2 prompts a step: an epoch boundary every 2 optimizer steps, each pooling
     rollouts of its own 4 steps only (R = 1 each), so a 6-step run aligns twice."""
     out = tmp_path / "nav"
-    rc = main([
-        "--domain", "mobile", "--spec", SPEC, "--model", str(tiny_dir), "--data", str(nav_data), "--out", str(out),
-        "--set", "offline_rl.mobile.max_steps=6", "--set", "offline_rl.mobile.prompts_per_step=2",
-        "--set", "offline_rl.mobile.group_size=2", "--set", "offline_rl.mobile.max_new_tokens=4",
-        "--set", "offline_rl.mobile.history_alignment.rollouts=1", "--set", "eval.held_out=2",
-        "--set", "offline_rl.mobile.history_alignment.epoch_size=4",
-        "--set", "offline_rl.mobile.sparse_actions.actions=[]",
-    ])
-    assert rc == 0
+    assert _mobile_job(tiny_dir, nav_data, out, "offline_rl.mobile.history_alignment.epoch_size=4",
+                       "offline_rl.mobile.sparse_actions.actions=[]") == 0
     nav = json.loads((out / "report.json").read_text())["navigation"]
     assert [(e["epoch"], e["epoch_steps"]) for e in nav["epochs"]] == [(0, 4), (1, 4)]
 
