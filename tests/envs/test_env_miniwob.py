@@ -255,12 +255,15 @@ def test_a_recovery_episode_with_two_misses(env: MiniWobEnv, tmp_path: Path) -> 
         mx, my = m.step.action.box  # type: ignore[attr-defined]
         assert not (x1 <= mx <= x2 and y1 <= my <= y2), m.step.action
         assert m.screenshot.tobytes() == hit.screenshot.tobytes()
+    four = run_oracle(env, "click-test", 12, misses=4)  # a live episode's five steps: four misses, then the click
+    assert four.success and [s.history_only for s in four.steps] == [True] * 4 + [False], four.error
+    assert len({s.step.action for s in four.steps[:4]}) == 4
     collect(["click-test"], 1, tmp_path / "ds", seed=30, misses=2)
     (t,) = list(DatasetReader(tmp_path / "ds"))
     assert t.episode_id == "click-test:seed=30:miss2" and t.meta["misses"] == 2
     assert [s.meta.get(HISTORY_ONLY, False) for s in t.steps] == [True, True, False]
     (step,) = t.to_steps(5)
     assert step.step_index == 2 and [h.action for h in step.history] == [s.action for s in t.steps[:2]]
-    for bad in (-1, 4):
+    for bad in (-1, 5):
         with pytest.raises(ValueError, match="misses must be in"):
             collect(["click-test"], 1, tmp_path / f"bad{bad}", misses=bad)

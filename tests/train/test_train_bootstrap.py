@@ -365,7 +365,7 @@ def test_recovery_extras_name_their_misses() -> None:
     assert _extra_name(13, 6, "navigation", Extra(0, 150, "web", miniwob=web, misses=2)) == \
         "extra13.6-miniwob-click-test+click-color-150-miss2"
     assert _extra_name(13, 4, "navigation", Extra(0, 300, "web", miniwob=web)) == "extra13.4-miniwob-click-test+click-color-300"
-    for bad in (-1, 4):
+    for bad in (-1, 5):
         with pytest.raises(ValueError, match="Extra.misses must be in"):
             Extra(0, 10, "web", miniwob=web, misses=bad)
     with pytest.raises(ValueError, match="on synthetic records"):

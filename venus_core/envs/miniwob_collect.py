@@ -73,8 +73,9 @@ class OracleEpisode:
         return f"{self.name}:seed={self.seed}" + miss_suffix(self.misses, ":miss")
 
 
-MAX_MISSES = 3
-"""The most deliberate misses a recovery episode may start with (a live episode has 5 steps)."""
+MAX_MISSES = 4
+"""The most deliberate misses a recovery episode may start with (a live episode has 5 steps: four
+misses, then the click)."""
 
 
 def miss_suffix(misses: int, tag: str) -> str:
