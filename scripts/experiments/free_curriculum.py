@@ -33,9 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
-from pathlib import Path
 
-SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+from plan_run import add_run_args, run_plan
 
 
 def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int = 0,
@@ -65,10 +64,7 @@ def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int =
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--init", default=None, help="continue from a stage checkpoint (WORK/ckpt-K-…/step-N)")
-    ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
+    add_run_args(ap)
     ap.add_argument("--free", type=int, default=8000, help="level-1 free-board grounding records beside stage 3")
     ap.add_argument("--free-reading", type=int, default=0, help="level-2 free-board records beside stages 9-11")
     ap.add_argument("--read-layout", default="grid", choices=("grid", "free", "mixed"),
@@ -78,22 +74,13 @@ def main() -> None:
     ap.add_argument("--replay-refusal", type=float, default=0.0,
                     help="share of refusals among the replayed items of stages 15-16 (0: as the pool holds them)")
     ap.add_argument("--steps", required=True, help="one step count per stage, comma-separated (0 skips a stage)")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--eval-limit", type=int, default=100)
     args = ap.parse_args()
 
-    import torch
+    from venus_core.train.bootstrap import with_steps
 
-    from venus_core.config import load_spec
-    from venus_core.train.bootstrap import bootstrap, reuse_stage_data, with_steps
-
-    torch.set_num_threads(args.threads)
-    stages = with_steps(plan(args.free, args.free_reading, args.read_layout, args.misses2,
-                                   args.replay_refusal), [int(x) for x in args.steps.split(",")])
-    work = Path(args.work)
-    reuse_stage_data(work, [Path(d) for d in args.data])
-    report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,
-                       eval_limit=args.eval_limit, init_checkpoint=args.init)
+    stages = with_steps(plan(args.free, args.free_reading, args.read_layout, args.misses2, args.replay_refusal),
+                        [int(x) for x in args.steps.split(",")])
+    report = run_plan(args, stages)
     print(json.dumps({"wall_s": report["wall_s"], "cpu_s": report["cpu_s"],
                       "stages": [{k: st.get(k) for k in ("index", "steps", "train_wall_s", "synth_wall_s", "held_out")}
                                  for st in report["stages"]]}, indent=2, default=str))

@@ -35,18 +35,14 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
-from pathlib import Path
 
-SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+from plan_run import add_run_args, run_plan
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--init", required=True, help="a fifteen-stage checkpoint (a directory with model.safetensors; the "
-                    "one shipped before stages 15-16: `git show ac33d77:venus_core/models/assets/venus-tiny-bootstrap/…`)")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
+    add_run_args(ap, threads=1, init_help="a fifteen-stage checkpoint (a directory with model.safetensors; the one "
+                 "shipped before stages 15-16: `git show ac33d77:venus_core/models/assets/venus-tiny-bootstrap/…`)")
     ap.add_argument("--grounding", type=float, default=0.9, help="share of each batch that is grounding rows")
     ap.add_argument("--replay", type=float, default=0.6)
     ap.add_argument("--lr", type=float, default=5e-4)
@@ -59,19 +55,13 @@ def main() -> None:
                     "off the grid (`layout=free`: buttons of random size and place) beside; 0 = none (the plan)")
     ap.add_argument("--level0-grounding", type=int, default=1000, help="level-0 grounding records beside (the plan's "
                     "stages: 1,000; level 0 is the only free-layout board, the others are grids)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--eval-limit", type=int, default=100)
     args = ap.parse_args()
     if not 0.0 < args.grounding < 1.0:
         ap.error("--grounding must be in (0, 1): navigation rows stay in every batch")
 
-    import torch
-
-    from venus_core.config import load_spec
     from venus_core.config.spec import MixtureSpec
-    from venus_core.train.bootstrap import DEFAULT_STAGES, Extra, bootstrap, reuse_stage_data, with_steps
+    from venus_core.train.bootstrap import DEFAULT_STAGES, Extra, with_steps
 
-    torch.set_num_threads(args.threads)
     base = DEFAULT_STAGES[:15]  # the plan before its consolidation stages (since shipped as stages 15-16:
     # `--grounding 0.9 --steps 600,600` with the defaults below gives them field by field)
     last = base[-1]
@@ -83,11 +73,7 @@ def main() -> None:
         extra += (Extra(1, args.free, kind="grounding", layout="free"), Extra(2, args.free, kind="grounding", layout="free"))
     consolidate = tuple(replace(last, mixture=mix, replay=args.replay, lr=args.lr, seed=args.seed + i,
                                 refusal=args.refusal, attend=args.attend, extra=extra) for i in range(len(steps)))
-    stages = with_steps(base + consolidate, [0] * len(base) + steps)
-    work = Path(args.work)
-    reuse_stage_data(work, [Path(d) for d in args.data])
-    report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,
-                       eval_limit=args.eval_limit, init_checkpoint=args.init)
+    report = run_plan(args, with_steps(base + consolidate, [0] * len(base) + steps))
     st = report["stages"][-1]
     print(json.dumps({"index": st["index"], "steps": st["steps"], "train_cpu_s": st["train_cpu_s"],
                       "held_out": st["held_out"]}, indent=2))

@@ -25,37 +25,40 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-SPEC = Path(__file__).resolve().parents[2] / "agents" / "venus-tiny"
+from plan_run import add_run_args, run_plan
 
 
-def level3_stages(steps: list[int], *, grounding: float, replay: float, lr: float, attend: float, read: float,
-                  grounding3: int, beside: int, refusal: float, seed: int, miniwob: int = 0) -> tuple:  # type: ignore[type-arg]
-    """The level-3 stages: one per step count, fresh level-3 episodes (seed, seed + 1, …) each."""
+def level3_stages(steps: list[int], *, grounding: float | list[float], replay: float, lr: float | list[float],
+                  attend: float, read: float, grounding3: int, beside: int, refusal: float, seed: int,
+                  miniwob: int = 0) -> tuple:  # type: ignore[type-arg]
+    """The level-3 stages: one per step count, fresh level-3 episodes (seed, seed + 1, …) each; `grounding`
+    and `lr` one value for all or one per stage."""
     from venus_core.config.spec import MixtureSpec
+    from venus_core.train.bootstrap import MINIWOB_EASY as easy
     from venus_core.train.bootstrap import Extra, Stage
 
-    mix = MixtureSpec(perception=0.0, vqa=0.0, grounding=grounding, navigation=round(1.0 - grounding, 6))
-    easy = ("click-test", "click-test-2", "click-color")
+    shares = grounding if isinstance(grounding, list) else [grounding] * len(steps)
+    rates = lr if isinstance(lr, list) else [lr] * len(steps)
+    if len(shares) != len(steps) or len(rates) != len(steps):
+        raise ValueError(f"level3_stages: {len(steps)} stages, {len(shares)} grounding shares, {len(rates)} learning rates")
+    mixes = [MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=round(1.0 - g, 6)) for g in shares]
     extra = (Extra(3, grounding3, kind="grounding"),
              *(Extra(level, beside) for level in (0, 1, 2) if beside),
              *((Extra(0, miniwob, "web", miniwob=easy), Extra(0, miniwob // 2, "web", miniwob=easy, misses=1))
                if miniwob else ()))
-    return tuple(Stage(3, "navigation", 4000, k, mix, head=1.0, replay=replay, lr=lr, attend=attend, read=read,
-                       extra=extra, refusal=refusal, seed=seed + i) for i, k in enumerate(steps))
+    return tuple(Stage(3, "navigation", 4000, k, mixes[i], head=1.0, replay=replay, lr=rates[i], attend=attend,
+                       read=read, extra=extra, refusal=refusal, seed=seed + i) for i, k in enumerate(steps))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--init", required=True, help="a seventeen-stage checkpoint (a directory with model.safetensors)")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--data", action="append", default=[], help="a work directory whose level*/extra* data to reuse")
+    add_run_args(ap, init_help="a seventeen-stage checkpoint (a directory with model.safetensors)")
     ap.add_argument("--steps", default="800", help="steps of each level-3 stage, comma-separated")
-    ap.add_argument("--grounding", type=float, default=0.6, help="share of each batch that is grounding rows")
+    ap.add_argument("--grounding", default="0.6", help="share of each batch that is grounding rows (one, or one per "
+                    "stage, comma-separated)")
     ap.add_argument("--replay", type=float, default=0.5, help="share of the grounding rows replayed from levels 0-2")
-    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--lr", default="5e-4", help="learning rate (one, or one per stage, comma-separated)")
     ap.add_argument("--attend", type=float, default=1.0)
     ap.add_argument("--read", type=float, default=0.0, help="weight of the level-2 reading task beside")
     ap.add_argument("--grounding3", type=int, default=4000, help="level-3 grounding records beside")
@@ -64,27 +67,23 @@ def main() -> None:
                     "(and half as many recovery episodes); 0 = none")
     ap.add_argument("--refusal", type=float, default=0.3, help="share of refusals in the synthesised grounding records")
     ap.add_argument("--seed", type=int, default=1301, help="synthesis seed of the first stage's level-3 episodes")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--eval-limit", type=int, default=100)
     args = ap.parse_args()
-    if not 0.0 < args.grounding < 1.0:
-        ap.error("--grounding must be in (0, 1): navigation rows stay in every batch")
-
-    import torch
-
-    from venus_core.config import load_spec
-    from venus_core.train.bootstrap import DEFAULT_STAGES, bootstrap, reuse_stage_data, with_steps
-
-    torch.set_num_threads(args.threads)
     steps = [int(x) for x in args.steps.split(",")]
-    extra = level3_stages(steps, grounding=args.grounding, replay=args.replay, lr=args.lr, attend=args.attend,
+    shares = [float(x) for x in args.grounding.split(",")]
+    rates = [float(x) for x in args.lr.split(",")]
+    if not all(0.0 < g < 1.0 for g in shares):
+        ap.error("--grounding must be in (0, 1): navigation rows stay in every batch")
+    for name, vals in (("--grounding", shares), ("--lr", rates)):
+        if len(vals) not in (1, len(steps)):
+            ap.error(f"{name}: one value or one per stage ({len(steps)}), got {len(vals)}")
+
+    from venus_core.train.bootstrap import DEFAULT_STAGES, with_steps
+
+    extra = level3_stages(steps, grounding=shares if len(shares) > 1 else shares[0], replay=args.replay,
+                          lr=rates if len(rates) > 1 else rates[0], attend=args.attend,
                           read=args.read, grounding3=args.grounding3, beside=args.beside, refusal=args.refusal,
                           seed=args.seed, miniwob=args.miniwob)
-    stages = with_steps(DEFAULT_STAGES + extra, [0] * len(DEFAULT_STAGES) + steps)
-    work = Path(args.work)
-    reuse_stage_data(work, [Path(d) for d in args.data])
-    report = bootstrap(args.out, load_spec(str(SPEC), []), work_dir=work, stages=stages,
-                       eval_limit=args.eval_limit, init_checkpoint=args.init)
+    report = run_plan(args, with_steps(DEFAULT_STAGES + extra, [0] * len(DEFAULT_STAGES) + steps))
     print(json.dumps([{k: st.get(k) for k in ("index", "steps", "train_wall_s", "train_cpu_s", "held_out")}
                       for st in report["stages"]], indent=2, default=str))
 

@@ -76,7 +76,8 @@ def main() -> None:
 
     from venus_core.config.loader import load_spec
     from venus_core.config.spec import MixtureSpec
-    from venus_core.train.bootstrap import DEFAULT_STAGES, GROUNDING_ONLY, Extra, Stage, bootstrap, reuse_stage_data
+    from venus_core.train.bootstrap import (DEFAULT_STAGES, GROUNDING_ONLY, MINIWOB_EASY, Extra, Stage, bootstrap,
+                                            reuse_stage_data)
 
     torch.set_num_threads(1)
     nav_refusal = args.refusal if args.nav_refusal is None else args.nav_refusal
@@ -84,7 +85,7 @@ def main() -> None:
     beside = (Extra(0, 2000), Extra(1, 2000))
     if nav_refusal:
         beside += (Extra(0, 1000, kind="grounding"), Extra(1, 1000, kind="grounding"))
-    easy = ("click-test", "click-test-2", "click-color")
+    easy = MINIWOB_EASY
     miniwob: tuple[Extra, ...] = (Extra(0, args.miniwob, "web", miniwob=easy),)
     if args.miss:
         miniwob += (Extra(0, args.miss, "web", miniwob=easy, misses=1),)

@@ -4,8 +4,10 @@ its data still reaches an epoch boundary, where history alignment and the sparse
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from venus_core.config.training import HistoryAlignmentSpec, MobileRLSpec, SparseActionSpec
 from venus_core.rl.navigation import NavigationEpochs
@@ -48,3 +50,41 @@ def test_epochs_are_consecutive_slices_of_one_shuffle(nav_data: Path) -> None:
 def test_epoch_size_is_not_negative() -> None:
     with pytest.raises(ValueError):
         HistoryAlignmentSpec(epoch_size=-1)
+
+
+def test_alignment_rollouts_are_sampled_in_calls_as_large_as_a_grpo_step(
+        nav_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """R rollouts per step of the epoch, prompts_per_step x G sequences per sampling call (not one
+    call per prompts_per_step steps), every step once, its sampling seed its own whatever the chunking.
+    The sampler is replaced by a recorder here: what is under test is which steps go to which call."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from venus_core.rl import navigation
+    from venus_core.train.distributed import DistEnv
+
+    calls: list[tuple[int, int, list[int]]] = []
+
+    def fake_sample(model: Any, processor: Any, prompts: list[Any], r: int, max_new: int, **kw: Any) -> Any:
+        calls.append((len(prompts), r, list(kw["group_seeds"])))
+        return SimpleNamespace(texts=["<think>t</think><action>Finished(content='')</action>"] * (len(prompts) * r))
+
+    monkeypatch.setattr(navigation, "sample_groups", fake_sample)
+    seeds = {}
+    for g, r, ppstep in ((8, 1, 4), (8, 2, 4), (2, 4, 1)):
+        steps, opener, _ = load_records([str(nav_data)], "mobile", 5)
+        spec = MobileRLSpec(prompts_per_step=ppstep, group_size=g,
+                            history_alignment=HistoryAlignmentSpec(rollouts=r, epoch_size=0))
+        ne = NavigationEpochs(steps, opener, spec, NullTracker())
+        trainer = SimpleNamespace(env=DistEnv(0, 1, 0, torch.device("cpu"), "single"), model=None, processor=None,
+                                  reward_fn=None,
+                                  rollout_weights=contextlib.nullcontext)
+        monkeypatch.setattr(navigation, "score_batch",
+                            lambda fn, texts, refs, rw, scale: [SimpleNamespace(total=0.0) for _ in texts])
+        calls.clear()
+        ne._pool_rollouts(trainer, r, epoch=0)  # type: ignore[arg-type]
+        per_call = max(1, ppstep * g // r)
+        assert [n for n, _, _ in calls] == [min(per_call, len(steps) - k) for k in range(0, len(steps), per_call)]
+        assert all(rr == r for _, rr, _ in calls) and sum(n for n, _, _ in calls) == len(steps)
+        seeds[(g, r, ppstep)] = [s for _, _, ss in calls for s in ss]
+    assert len(set(map(tuple, seeds.values()))) == 1  # one seed per step, the same under every chunking

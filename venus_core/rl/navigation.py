@@ -38,6 +38,7 @@ class NavigationEpochs:
         if not steps:
             raise ValueError("navigation GRPO: no training steps")
         self.base = list(steps)
+        self._epoch_order: list[str] | None = None
         self.current = list(steps)
         self.by_id: dict[str, NavigationStep] = {s.id: s for s in steps}
         self.open_image = open_image
@@ -90,8 +91,10 @@ class NavigationEpochs:
         n = ha.epoch_size if ha is not None else 0
         if not n or n >= len(self.base):
             return None
-        order = [s.id for s in self.base]
-        random.Random(self.spec.seed * 7919 + 17).shuffle(order)
+        if self._epoch_order is None:  # one seeded shuffle of the training steps, sliced epoch by epoch
+            self._epoch_order = [s.id for s in self.base]
+            random.Random(self.spec.seed * 7919 + 17).shuffle(self._epoch_order)
+        order = self._epoch_order
         start = (epoch * n) % len(order)
         return set((order + order)[start : start + n])
 
@@ -136,11 +139,14 @@ class NavigationEpochs:
         self.tracker.log_metrics({k: float(v) for k, v in record.items() if k != "action_mix"}, epoch)
 
     def _pool_rollouts(self, trainer: OfflineGRPO, r: int, epoch: int, ids: set[str] | None = None) -> int:
-        """R rollouts per training step of the epoch (`ids`; None = all), pooled. The chunks of steps
-        are shared out over the ranks of a distributed run (strided) and their texts gathered, so
-        every rank pools them all, in order."""
+        """R rollouts per training step of the epoch (`ids`; None = all), pooled. Each sampling call
+        holds as many sequences as a GRPO step's rollouts (prompts_per_step x G, so R x steps per call
+        and the same memory bound; with R = 1 a call of 4 prompts cost a whole decode each, 22 / 33 s
+        of the default run's mobile / web jobs). The chunks of steps are shared out over the ranks of
+        a distributed run (strided) and their texts gathered, so every rank pools them all, in order;
+        a step's sampling seed depends on its index, not on the chunking."""
         spec = self.spec
-        chunk = max(1, spec.prompts_per_step)
+        chunk = max(1, spec.prompts_per_step * spec.group_size // max(1, r))
         base = [s for s in self.base if ids is None or s.id in ids]
         starts = list(range(0, len(base), chunk))
         env = trainer.env

@@ -96,7 +96,8 @@ class Stage:
             raise ValueError(f"bootstrap: Stage.read_layout must be one of {READING_LAYOUTS}, got {self.read_layout!r}")
 
 
-_MINIWOB_EASY = ("click-test", "click-test-2", "click-color")
+# the MiniWoB++ tasks of the plan's oracle and recovery episodes (single-screen clicks)
+MINIWOB_EASY = ("click-test", "click-test-2", "click-color")
 _READING = Stage(2, "grounding", 8000, 4000, GROUNDING_ONLY, head=1.0, replay=0.2, lr=1e-3, read=1.0,
                  extra=(Extra(0, 4000),), refusal=0.3)
 # the level-2 navigation stages: level-0/1 episodes and fresh level-0/1 grounding records beside,
@@ -105,8 +106,8 @@ _LEVEL2_BESIDE = (Extra(0, 2000), Extra(1, 2000), Extra(0, 1000, kind="grounding
 _LEVEL2_FORMAT = Stage(2, "navigation", 4000, 600, None, head=1.0, replay=0.3, lr=1e-3, read=1.0,
                        extra=_LEVEL2_BESIDE, refusal=0.3)
 _LEVEL2_ATTEND = replace(_LEVEL2_FORMAT, steps=400, attend=1.0, seed=1201,
-                         extra=(*_LEVEL2_BESIDE, Extra(0, 300, "web", miniwob=_MINIWOB_EASY),
-                                Extra(0, 150, "web", miniwob=_MINIWOB_EASY, misses=1)))
+                         extra=(*_LEVEL2_BESIDE, Extra(0, 300, "web", miniwob=MINIWOB_EASY),
+                                Extra(0, 150, "web", miniwob=MINIWOB_EASY, misses=1)))
 # the level-2 consolidation stages (as stage 7 for level 1): 90 % of each batch grounding rows, half the lr
 _LEVEL2_CONSOLIDATE = replace(_LEVEL2_ATTEND, steps=600, mixture=MixtureSpec(perception=0.0, vqa=0.0, grounding=0.9,
                                                                             navigation=0.1),
@@ -126,7 +127,7 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
           head=1.0, replay=0.6, lr=5e-4, attend=1.0, extra=(Extra(0, 2000),), seed=1202),
     Stage(1, "navigation", 4000, 400, MixtureSpec(perception=0.0, vqa=0.0, grounding=0.5, navigation=0.5),
           head=1.0, replay=0.5, lr=5e-4, attend=1.0, seed=1203,
-          extra=(Extra(0, 2000), Extra(0, 300, "web", miniwob=_MINIWOB_EASY))),
+          extra=(Extra(0, 2000), Extra(0, 300, "web", miniwob=MINIWOB_EASY))),
     _READING,
     _READING,
     _READING,
@@ -513,5 +514,5 @@ class _Offset:
         self.inner.log_artifact(path, name)
 
 
-__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "Extra", "Stage", "add_to_pool", "bootstrap", "is_refusal", "scaled", "with_replay",
-           "with_steps"]
+__all__ = ["DEFAULT_STAGES", "GROUNDING_ONLY", "MINIWOB_EASY", "Extra", "Stage", "add_to_pool", "bootstrap", "is_refusal",
+           "reuse_stage_data", "scaled", "with_replay", "with_steps"]
