@@ -29,25 +29,23 @@ import json
 from plan_run import add_run_args, run_plan
 
 
-def level3_stages(steps: list[int], *, grounding: float | list[float], replay: float, lr: float | list[float],
+def level3_stages(steps: list[int], *, grounding: list[float], replay: float, lr: list[float],
                   attend: float, read: float, grounding3: int, beside: int, refusal: float, seed: int,
                   miniwob: int = 0) -> tuple:  # type: ignore[type-arg]
     """The level-3 stages: one per step count, fresh level-3 episodes (seed, seed + 1, …) each; `grounding`
-    and `lr` one value for all or one per stage."""
+    (each batch's share of grounding rows) and `lr` one value per stage."""
     from venus_core.config.spec import MixtureSpec
     from venus_core.train.bootstrap import MINIWOB_EASY as easy
     from venus_core.train.bootstrap import Extra, Stage
 
-    shares = grounding if isinstance(grounding, list) else [grounding] * len(steps)
-    rates = lr if isinstance(lr, list) else [lr] * len(steps)
-    if len(shares) != len(steps) or len(rates) != len(steps):
-        raise ValueError(f"level3_stages: {len(steps)} stages, {len(shares)} grounding shares, {len(rates)} learning rates")
-    mixes = [MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=round(1.0 - g, 6)) for g in shares]
+    if len(grounding) != len(steps) or len(lr) != len(steps):
+        raise ValueError(f"level3_stages: {len(steps)} stages, {len(grounding)} grounding shares, {len(lr)} learning rates")
+    mixes = [MixtureSpec(perception=0.0, vqa=0.0, grounding=g, navigation=round(1.0 - g, 6)) for g in grounding]
     extra = (Extra(3, grounding3, kind="grounding"),
              *(Extra(level, beside) for level in (0, 1, 2) if beside),
              *((Extra(0, miniwob, "web", miniwob=easy), Extra(0, miniwob // 2, "web", miniwob=easy, misses=1))
                if miniwob else ()))
-    return tuple(Stage(3, "navigation", 4000, k, mixes[i], head=1.0, replay=replay, lr=rates[i], attend=attend,
+    return tuple(Stage(3, "navigation", 4000, k, mixes[i], head=1.0, replay=replay, lr=lr[i], attend=attend,
                        read=read, extra=extra, refusal=refusal, seed=seed + i) for i, k in enumerate(steps))
 
 
@@ -79,8 +77,8 @@ def main() -> None:
 
     from venus_core.train.bootstrap import DEFAULT_STAGES, with_steps
 
-    extra = level3_stages(steps, grounding=shares if len(shares) > 1 else shares[0], replay=args.replay,
-                          lr=rates if len(rates) > 1 else rates[0], attend=args.attend,
+    per_stage = {name: vals * len(steps) if len(vals) == 1 else vals for name, vals in (("g", shares), ("lr", rates))}
+    extra = level3_stages(steps, grounding=per_stage["g"], replay=args.replay, lr=per_stage["lr"], attend=args.attend,
                           read=args.read, grounding3=args.grounding3, beside=args.beside, refusal=args.refusal,
                           seed=args.seed, miniwob=args.miniwob)
     report = run_plan(args, with_steps(DEFAULT_STAGES + extra, [0] * len(DEFAULT_STAGES) + steps))

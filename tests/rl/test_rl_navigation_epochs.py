@@ -60,6 +60,7 @@ def test_alignment_rollouts_are_sampled_in_calls_as_large_as_a_grpo_step(
     import contextlib
     from types import SimpleNamespace
 
+    from venus_core.config.registry import REWARDS
     from venus_core.rl import navigation
     from venus_core.train.distributed import DistEnv
 
@@ -77,10 +78,7 @@ def test_alignment_rollouts_are_sampled_in_calls_as_large_as_a_grpo_step(
                             history_alignment=HistoryAlignmentSpec(rollouts=r, epoch_size=0))
         ne = NavigationEpochs(steps, opener, spec, NullTracker())
         trainer = SimpleNamespace(env=DistEnv(0, 1, 0, torch.device("cpu"), "single"), model=None, processor=None,
-                                  reward_fn=None,
-                                  rollout_weights=contextlib.nullcontext)
-        monkeypatch.setattr(navigation, "score_batch",
-                            lambda fn, texts, refs, rw, scale: [SimpleNamespace(total=0.0) for _ in texts])
+                                  reward_fn=REWARDS.get(spec.reward), rollout_weights=contextlib.nullcontext)
         calls.clear()
         ne._pool_rollouts(trainer, r, epoch=0)  # type: ignore[arg-type]
         per_call = max(1, ppstep * g // r)

@@ -141,8 +141,7 @@ class NavigationEpochs:
     def _pool_rollouts(self, trainer: OfflineGRPO, r: int, epoch: int, ids: set[str] | None = None) -> int:
         """R rollouts per training step of the epoch (`ids`; None = all), pooled. Each sampling call
         holds as many sequences as a GRPO step's rollouts (prompts_per_step x G, so R x steps per call
-        and the same memory bound; with R = 1 a call of 4 prompts cost a whole decode each, 22 / 33 s
-        of the default run's mobile / web jobs). The chunks of steps are shared out over the ranks of
+        and the same memory bound, not one whole decode per prompts_per_step prompts). The chunks of steps are shared out over the ranks of
         a distributed run (strided) and their texts gathered, so every rank pools them all, in order;
         a step's sampling seed depends on its index, not on the chunking."""
         spec = self.spec
