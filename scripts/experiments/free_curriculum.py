@@ -19,6 +19,12 @@ clicks (`envs.miniwob_collect.run_oracle(misses=2)`). `--replay-refusal R` makes
 grounding items of the level-2 consolidation stages (15-16) refusals (`Stage.replay_refusal`): the
 level's replay pool holds ~10 % (the level-1 boards were synthesised with the default share) and
 level-1/2 refusals fall over stages 12-16 (66 -> 36 of 89 and 74 -> 42 of 104 in the rebuild).
+`--level3 N` puts level 3 inside the plan rather than after it: N level-3 navigation episodes and N
+level-3 grounding records beside every stage from `--level3-from` on (a stage after the plan taught
+level-3 clicks and broke the lower levels' live format: `level3_stage.py`). `--brief-from K` makes the
+synthesised navigation steps of every stage from K on think briefly ("I tap “Notifications”.", not "The
+task is: Turn on Notifications. I am on the Settings screen and need to tap …": most invalid live steps
+are a garbled copy of the goal).
 
 `--steps` as `venus bootstrap --steps` (one count per stage, 0 skips it): the plan runs in two halves
 on 2 cores, stages 0-8 then 9-16 (`--init WORK/ckpt-8-…/step-…` and `--data WORK`).
@@ -38,10 +44,13 @@ from plan_run import add_run_args, run_plan
 
 
 def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int = 0,
-         replay_refusal: float = 0.0) -> tuple:  # type: ignore[type-arg]
+         replay_refusal: float = 0.0, level3: int = 0, level3_from: int = 12,
+         brief_from: int | None = None) -> tuple:  # type: ignore[type-arg]
     """`DEFAULT_STAGES` with the free-layout records beside stage 3 (and the reading stages), the
     reading task of every stage that has one on `read_layout` boards, two-miss recovery episodes
-    beside the one-miss ones, and the consolidation stages' replay refusal share."""
+    beside the one-miss ones, the consolidation stages' replay refusal share, and `level3` level-3
+    navigation episodes and as many level-3 grounding records beside every stage from `level3_from` on,
+    and the brief think style (`data.synth.describe.THINKS`) in every stage from `brief_from` on."""
     from venus_core.train.bootstrap import DEFAULT_STAGES, Extra
 
     stages = list(DEFAULT_STAGES)
@@ -59,6 +68,12 @@ def plan(free: int, free_reading: int, read_layout: str = "grid", misses2: int =
     if replay_refusal:
         for k in (15, 16):
             stages[k] = replace(stages[k], replay_refusal=replay_refusal)
+    if level3:
+        for k in range(level3_from, len(stages)):
+            stages[k] = replace(stages[k], extra=(*stages[k].extra, Extra(3, level3),
+                                                  Extra(3, level3, kind="grounding")))
+    if brief_from is not None:
+        stages[brief_from:] = [replace(st, think="brief") for st in stages[brief_from:]]
     return tuple(replace(st, read_layout=read_layout) if st.read else st for st in stages)
 
 
@@ -73,12 +88,18 @@ def main() -> None:
                     help="MiniWoB++ recovery episodes per task with two misses, beside the one-miss ones (stages 13-16)")
     ap.add_argument("--replay-refusal", type=float, default=0.0,
                     help="share of refusals among the replayed items of stages 15-16 (0: as the pool holds them)")
+    ap.add_argument("--level3", type=int, default=0, help="level-3 navigation episodes and as many level-3 grounding "
+                    "records beside every stage from --level3-from on (level 3 inside the plan, not after it)")
+    ap.add_argument("--level3-from", type=int, default=12, help="the first stage with level-3 records beside")
+    ap.add_argument("--brief-from", type=int, default=None, help="the first stage whose synthesised navigation "
+                    "steps think briefly (\"I tap X.\", not \"The task is: <goal>. …\"); default: none")
     ap.add_argument("--steps", required=True, help="one step count per stage, comma-separated (0 skips a stage)")
     args = ap.parse_args()
 
     from venus_core.train.bootstrap import with_steps
 
-    stages = with_steps(plan(args.free, args.free_reading, args.read_layout, args.misses2, args.replay_refusal),
+    stages = with_steps(plan(args.free, args.free_reading, args.read_layout, args.misses2, args.replay_refusal,
+                             args.level3, args.level3_from, args.brief_from),
                         [int(x) for x in args.steps.split(",")])
     report = run_plan(args, stages)
     print(json.dumps({"wall_s": report["wall_s"], "cpu_s": report["cpu_s"],

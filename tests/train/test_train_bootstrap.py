@@ -317,6 +317,36 @@ def test_a_stage_trains_on_its_extra_records_synthetic_and_miniwob(tmp_path: Pat
     assert data["train"]["navigation"] + data["held_out"].get("navigation", 0) == 2 * (8 + 8 + 8) + 2, data
 
 
+def test_a_brief_stage_synthesises_brief_navigation_data_under_its_own_names(tmp_path: Path) -> None:
+    """Stage.think="brief": its own and its extras' navigation steps think without the goal, in data
+    directories of their own (an earlier goal-style directory of the same stage is never reused);
+    grounding records are untouched and keep their names."""
+    from dataclasses import replace
+
+    from venus_core.config.loader import load_spec
+    from venus_core.data.store import DatasetReader
+    from venus_core.train.bootstrap import Extra, Stage, bootstrap
+
+    with pytest.raises(ValueError, match="Stage.think"):
+        Stage(1, "navigation", 8, 1, think="long")
+    spec = load_spec(SPEC)
+    plan = tuple(replace(s, steps=0) for s in scaled(DEFAULT_STAGES[:5], 0.001)) + (
+        Stage(1, "navigation", 8, 1, None, head=1.0, replay=0.3, lr=1e-3, seed=1201, think="brief",
+              extra=(Extra(3, 4), Extra(3, 4, kind="grounding"))),)
+    report = bootstrap(tmp_path / "out", spec, work_dir=tmp_path / "work", stages=plan, eval_limit=1)
+    (entry,) = report["stages"]
+    assert entry["think"] == "brief"
+    work = tmp_path / "work"
+    assert sorted(p.name for p in work.glob("extra5.*")) == ["extra5.0-level3-navigation-both-4-brief",
+                                                             "extra5.1-level3-grounding-both-4"]
+    episodes = [*DatasetReader(work / "level1-navigation-8-seed1201-brief"),
+                *DatasetReader(work / "extra5.0-level3-navigation-both-4-brief")]
+    assert len(episodes) == 12
+    for t in episodes:
+        assert all(t.goal not in st.think for st in t.steps), t.goal
+    assert not (work / "level1-navigation-8-seed1201").exists()
+
+
 @pytest.mark.slow
 def test_a_reading_stage_and_reading_beside_grounding_train_the_tower(tmp_path: Path) -> None:
     from dataclasses import replace

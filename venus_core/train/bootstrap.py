@@ -83,9 +83,15 @@ class Stage:
     # element absent from the screen (answer [-1,-1]); 0 = the synthesis default (data/synth REFUSAL_SHARE, 10 %)
     read_layout: str = "grid"  # where the reading task's buttons sit: grid | free | mixed (data/synth/reading.py)
     replay_refusal: float = 0.0  # share of the replayed items that are refusals (drawn apart); 0 = as the pool holds them
+    think: str = "goal"  # think style of the stage's synthesised navigation steps (its own and its extras'): goal | brief
+    # (data/synth/describe.THINKS; "brief" names the step without restating the task)
 
     def __post_init__(self) -> None:
+        from venus_core.data.synth.describe import THINKS
         from venus_core.data.synth.reading import READING_LAYOUTS
+
+        if self.think not in THINKS:
+            raise ValueError(f"bootstrap: Stage.think must be one of {THINKS}, got {self.think!r}")
 
         if not 0.0 <= self.refusal <= 1.0:
             raise ValueError(f"bootstrap: Stage.refusal must be in [0, 1], got {self.refusal!r}")
@@ -374,14 +380,15 @@ def bootstrap(
         seed = st.seed or 1000 + st.level
         ref = f"-refusal{round(100 * st.refusal)}" if st.refusal else ""  # the default keeps the plan's names
         refusal_share = st.refusal or REFUSAL_SHARE
+        brief = f"-{st.think}" if st.think != "goal" and st.kind != "grounding" else ""  # the default keeps the names
         data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else "")
-                       + (ref if st.kind == "grounding" else ""))
+                       + (ref if st.kind == "grounding" else brief))
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():
             synthesize(st.kind, st.n, st.level, seed, data, platform="both",  # type: ignore[arg-type]
-                       refusal_share=refusal_share)
+                       refusal_share=refusal_share, think=st.think)
         # a skipped grounding stage's extras are in its replay pool too, as they are in one uninterrupted run
-        extras = [work / _extra_name(k, i, st.kind, ex, ref) for i, ex in enumerate(st.extra)]
+        extras = [work / _extra_name(k, i, st.kind, ex, ref, st.think) for i, ex in enumerate(st.extra)]
         for i, (ex, path) in enumerate(zip(st.extra, extras)):
             ex_seed = 1100 + 10 * k + i
             if (path / "manifest.json").is_file():
@@ -390,7 +397,8 @@ def bootstrap(
                 _collect_miniwob(ex, ex_seed, path)
             else:
                 synthesize(ex.kind or st.kind, ex.n, ex.level, ex_seed, path,  # type: ignore[arg-type]
-                           platform=ex.platform, size=ex.size, refusal_share=refusal_share, layout=ex.layout)
+                           platform=ex.platform, size=ex.size, refusal_share=refusal_share, layout=ex.layout,
+                           think=st.think)
         synth_s = time.perf_counter() - t0
         corpus = load_corpus([data, *extras], validation_fraction=0.05, history_len=spec.data.history_len,
                              seed=spec.data.seed)
@@ -436,6 +444,7 @@ def bootstrap(
                  "replayed": replayed, "head": st.head, "attend": st.attend, "read": st.read, "lr": cfg.lr,
                  **({"read_layout": st.read_layout} if st.read and st.read_layout != "grid" else {}),
                  **({"replay_refusal": st.replay_refusal} if st.replay_refusal else {}),
+                 **({"think": st.think} if st.think != "goal" else {}),
                  "passes_over_data": round(st.steps * cfg.batch_size / max(1, train_size), 2),
                  "held_out": held_out, "mixture": result.mixture,
                  "synth_wall_s": round(synth_s, 1), "train_wall_s": round(result.wall_s, 1),
@@ -449,7 +458,7 @@ def bootstrap(
     return report
 
 
-def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "") -> str:
+def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "", think: str = "goal") -> str:
     if ex.miniwob:
         from venus_core.envs.miniwob_collect import miss_suffix
 
@@ -458,7 +467,7 @@ def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "") -> str:
     kind = ex.kind or kind
     layout = f"-{ex.layout}" if ex.layout != "grid" else ""
     return (f"extra{k}.{i}-level{ex.level}-{kind}{layout}-{ex.platform}{size}-{ex.n}"
-            + (refusal if kind == "grounding" else ""))
+            + (refusal if kind == "grounding" else f"-{think}" if think != "goal" else ""))
 
 
 def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:

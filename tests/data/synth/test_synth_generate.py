@@ -91,6 +91,29 @@ def test_navigation_and_mixture_deterministic(tmp_path: Path) -> None:
         assert len(t.to_steps()) == len(t.steps)
 
 
+def test_brief_think_drops_the_goal_and_nothing_else(tmp_path: Path) -> None:
+    """think="brief": the same episodes (actions, boxes, images, conclusions), thinks that name the step
+    without restating the goal; the default style is what it was."""
+    goal = synthesize("navigation", 12, 3, 5, tmp_path / "goal")
+    brief = synthesize("navigation", 12, 3, 5, tmp_path / "brief", think="brief")
+    assert "think=brief" in brief.created_by and "think" not in goal.created_by
+    a, b = list(DatasetReader(tmp_path / "goal")), list(DatasetReader(tmp_path / "brief"))
+    assert [t.goal for t in a] == [t.goal for t in b]
+    changed = 0
+    for ta, tb in zip(a, b, strict=True):
+        for sa, sb in zip(ta.steps, tb.steps, strict=True):
+            assert (sa.action, sa.target_box, sa.image, sa.conclusion) == (sb.action, sb.target_box, sb.image, sb.conclusion)
+            assert ta.goal not in sb.think and "The task is" not in sb.think
+            if sa.action.startswith(("Click(", "LongPress(", "Launch(")):
+                assert ta.goal in sa.think and sb.think.startswith(("I tap ", "I long-press ", "I open ", "点击", "长按", "打开"))
+                changed += 1
+            else:
+                assert sa.think == sb.think
+    assert changed >= 12
+    with pytest.raises(ValueError, match="think 'long'"):
+        synthesize("navigation", 1, 3, 5, tmp_path / "x", think="long")
+
+
 def test_vqa_and_low_levels(tmp_path: Path) -> None:
     m = synthesize("vqa", 10, 1, 0, tmp_path / "v", platform="web")
     assert m.counts_by_domain == {"perception": 5, "vqa": 5}

@@ -39,12 +39,22 @@ def unique_description(screen: Screen, w: Widget, lang: str) -> bool:
     return sum(1 for o in screen.widgets if o.role in GROUNDABLE and describe(o, lang) == d) == 1
 
 
+THINKS = ("goal", "brief")
+"""Think styles: "goal" restates the task and the screen ("The task is: <goal>. I am on the <screen> screen
+and need to tap <element>."); "brief" names only the step ("I tap <element>."): no copied goal, whose every
+word is a chance for a small model to garble its output."""
+
+
 def step_texts(goal: str, lang: str, action: Action, widget: Widget | None,
-               screen: Screen) -> tuple[str, str]:
-    """(think, conclusion) for one ground-truth step."""
+               screen: Screen, think: str = "goal") -> tuple[str, str]:
+    """(think, conclusion) for one ground-truth step, the think in style `think` (THINKS)."""
+    if think not in THINKS:
+        raise ValueError(f"step_texts: think style {think!r} is not one of {', '.join(THINKS)}")
     zh = lang == "zh"
     where = screen.title
     d = describe(widget, lang) if widget is not None else ""
+    if think == "brief" and isinstance(action, (Click, LongPress, Launch)):
+        return _brief(action, d, zh)
     if isinstance(action, Click):
         if zh:
             return (f"任务是：{goal}。当前在“{where}”页面，需要点击{d}。", f"已点击{d}。")
@@ -92,3 +102,14 @@ def step_texts(goal: str, lang: str, action: Action, widget: Widget | None,
         return (("任务已经完成。", "任务完成。") if zh
                 else ("The goal is reached.", "The task is complete."))
     return (("执行下一步操作。", "已执行。") if zh else ("I take the next step.", "Done."))
+
+
+def _brief(action: Click | LongPress | Launch, d: str, zh: bool) -> tuple[str, str]:
+    """The "brief" think of the steps whose "goal" think restates the task (the conclusion is the same)."""
+    if isinstance(action, Click):
+        return (f"点击{d}。", f"已点击{d}。") if zh else (f"I tap {d}.", f"Tapped {d}.")
+    if isinstance(action, LongPress):
+        return ((f"长按{d}。", f"已长按{d}，出现了菜单。") if zh
+                else (f"I long-press {d}.", f"Long-pressed {d}; a menu opened."))
+    name = action.app or action.url or ""
+    return (f"打开{name}。", f"已打开{name}。") if zh else (f"I open {name}.", f"Opened {name}.")

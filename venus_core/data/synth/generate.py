@@ -24,7 +24,7 @@ from venus_core.data.schema import (
 )
 from venus_core.data.store import DatasetWriter, Manifest
 from venus_core.data.synth.apps.board import LAYOUTS, board_for
-from venus_core.data.synth.describe import GROUNDABLE, describe, step_texts, unique_description
+from venus_core.data.synth.describe import GROUNDABLE, THINKS, describe, step_texts, unique_description
 from venus_core.data.synth.i18n import ViewContext, tr
 from venus_core.data.synth.levels import LEVELS, level_spec
 from venus_core.data.synth.phone import HOME, Phone, PhoneState, norm_box
@@ -138,7 +138,7 @@ def grounding_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWri
 
 
 def trajectory(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, seed: int,
-               idx: int) -> Trajectory:
+               idx: int, think: str = "goal") -> Trajectory:
     """A planned episode replayed through `Phone.step`, one screenshot per step, then Finished.
 
     An information task closes with Finished(content=answer) or CallUser(content=answer) after its
@@ -154,10 +154,10 @@ def trajectory(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, s
         if result.state != m.state:
             raise RuntimeError(f"trajectory {idx}: replay of {render_action(m.action)} diverged "
                                f"({result.info})")
-        think, conclusion = step_texts(goal, c.lang, m.action, m.widget, screen)
+        text, conclusion = step_texts(goal, c.lang, m.action, m.widget, screen, think)
         steps.append(TrajectoryStep(
             image=writer.put_image(render(screen, c.size, c.theme)), image_size=c.size,
-            think=think, action=render_action(m.action), conclusion=conclusion,
+            think=text, action=render_action(m.action), conclusion=conclusion,
             target_box=norm_box(m.widget.box, ctx) if m.widget is not None else None,
             meta={"app": screen.app, "page": screen.page}))
         state = result.state
@@ -170,9 +170,9 @@ def trajectory(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, s
             raise RuntimeError(f"trajectory {idx}: answer {ep.task.answer!r} to {goal!r} is not "
                                f"what the final state holds ({held!r}) or not on its screen")
     final = ep.task.final_action()
-    think, conclusion = step_texts(goal, c.lang, final, None, screen)
+    text, conclusion = step_texts(goal, c.lang, final, None, screen, think)
     steps.append(TrajectoryStep(
-        image=writer.put_image(render(screen, c.size, c.theme)), image_size=c.size, think=think,
+        image=writer.put_image(render(screen, c.size, c.theme)), image_size=c.size, think=text,
         action=render_action(final), conclusion=conclusion,
         meta={"app": screen.app, "page": screen.page}))
     return Trajectory(id=f"synth-navigation-{seed}-{idx:06d}", episode_id=f"synth-{seed}-{idx}",
@@ -207,7 +207,7 @@ def qa_sample(rng: random.Random, level: int, c: _Ctx, writer: DatasetWriter, se
 
 def _write(writer: DatasetWriter, domain: str, n: int, level: int, seed: int, platform: str,
            size: tuple[int, int] | None, refusal_share: float, advance: Callable[[], None],
-           layout: str = "grid") -> None:
+           layout: str = "grid", think: str = "goal") -> None:
     """Write the `n` records of `domain`, calling `advance()` after each."""
     for i in range(n):
         rng = random.Random(f"{seed}:{domain}:{level}:{i}")
@@ -215,7 +215,7 @@ def _write(writer: DatasetWriter, domain: str, n: int, level: int, seed: int, pl
         if domain == "grounding":
             writer.write(grounding_sample(rng, level, c, writer, seed, i, refusal_share, layout))
         elif domain == "navigation":
-            writer.write(trajectory(rng, level, c, writer, seed, i))
+            writer.write(trajectory(rng, level, c, writer, seed, i, think))
         else:
             writer.write(qa_sample(rng, level, c, writer, seed, i, domain, layout))  # type: ignore[arg-type]
         advance()
@@ -229,7 +229,7 @@ byte-identical dataset, manifest included."""
 def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *,
                platform: Literal["mobile", "web", "both"] = "both",
                size: tuple[int, int] | None = None, overwrite: bool = False,
-               refusal_share: float = REFUSAL_SHARE, layout: str = "grid",
+               refusal_share: float = REFUSAL_SHARE, layout: str = "grid", think: str = "goal",
                progress: Callable[[int, int | None], None] | None = None) -> Manifest:
     """Write `n` synthetic records of `kind` at curriculum `level` to the dataset `out_dir`.
 
@@ -240,7 +240,9 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
     sample names an element absent from its screen (answer `[-1,-1]`); the default keeps the
     records of earlier versions byte-identical. `layout` places the buttons of level-1/2 boards:
     "grid" (the 3x3 grid, the default) or "free" (random size and place, `apps.board.scatter_board`;
-    grounding, perception and VQA records only). `progress(written, n)` is called after each record.
+    grounding, perception and VQA records only). `think` is the navigation steps' think style
+    (`describe.THINKS`: "goal" restates the task, the default; "brief" names only the step; the records
+    are otherwise the same). `progress(written, n)` is called after each record.
     """
     if kind not in KINDS:
         raise ValueError(f"synthesize: unknown kind {kind!r}; known: {', '.join(KINDS)}")
@@ -254,6 +256,8 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
         raise ValueError(f"synthesize: refusal_share must be in [0, 1], got {refusal_share!r}")
     if layout not in LAYOUTS:
         raise ValueError(f"synthesize: layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+    if think not in THINKS:
+        raise ValueError(f"synthesize: think {think!r} is not one of {', '.join(THINKS)}")
     if layout != "grid" and (level not in (1, 2) or kind in ("navigation", "mixture")):
         raise ValueError(f"synthesize: layout {layout!r} is for level-1/2 grounding, perception and VQA records "
                          f"(got kind {kind!r}, level {level})")
@@ -266,7 +270,8 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
         counts = {kind: n}
     with DatasetWriter(out_dir, sources=["synth"], overwrite=overwrite,
                        created_by=f"{GENERATOR}.synthesize({kind}, level={level}, seed={seed}"
-                                  + (f", layout={layout})" if layout != "grid" else ")"),
+                                  + (f", layout={layout}" if layout != "grid" else "")
+                                  + (f", think={think})" if think != "goal" else ")"),
                        created_at=SYNTH_EPOCH) as writer:
         written = 0
 
@@ -277,7 +282,7 @@ def synthesize(kind: Kind, n: int, level: int, seed: int, out_dir: str | Path, *
                 progress(written, n)
 
         for domain, k in counts.items():
-            _write(writer, domain, k, level, seed, platform, size, refusal_share, advance, layout)
+            _write(writer, domain, k, level, seed, platform, size, refusal_share, advance, layout, think)
         manifest = writer.close()
     return manifest
 
