@@ -141,9 +141,10 @@ class NavigationEpochs:
     def _pool_rollouts(self, trainer: OfflineGRPO, r: int, epoch: int, ids: set[str] | None = None) -> int:
         """R rollouts per training step of the epoch (`ids`; None = all), pooled. Each sampling call
         holds as many sequences as a GRPO step's rollouts (prompts_per_step x G, so R x steps per call
-        and the same memory bound, not one whole decode per prompts_per_step prompts). The chunks of steps are shared out over the ranks of
-        a distributed run (strided) and their texts gathered, so every rank pools them all, in order;
-        a step's sampling seed depends on its index, not on the chunking."""
+        and the same memory bound, not one whole decode per prompts_per_step prompts). The chunks of
+        steps are shared out over the ranks of a distributed run (strided) and their texts gathered,
+        so every rank pools them all, in order; a step's sampling seed depends on its index, not on
+        the chunking."""
         spec = self.spec
         chunk = max(1, spec.prompts_per_step * spec.group_size // max(1, r))
         base = [s for s in self.base if ids is None or s.id in ids]
