@@ -380,9 +380,8 @@ def bootstrap(
         seed = st.seed or 1000 + st.level
         ref = f"-refusal{round(100 * st.refusal)}" if st.refusal else ""  # the default keeps the plan's names
         refusal_share = st.refusal or REFUSAL_SHARE
-        brief = f"-{st.think}" if st.think != "goal" and st.kind != "grounding" else ""  # the default keeps the names
         data = work / (f"level{st.level}-{st.kind}-{st.n}" + (f"-seed{seed}" if st.seed else "")
-                       + (ref if st.kind == "grounding" else brief))
+                       + _data_suffix(st.kind, ref, st.think))
         t0, c0 = time.perf_counter(), time.process_time()
         if not (data / "manifest.json").is_file():
             synthesize(st.kind, st.n, st.level, seed, data, platform="both",  # type: ignore[arg-type]
@@ -466,8 +465,15 @@ def _extra_name(k: int, i: int, kind: str, ex: Extra, refusal: str = "", think: 
     size = f"-{ex.size[0]}x{ex.size[1]}" if ex.size else ""
     kind = ex.kind or kind
     layout = f"-{ex.layout}" if ex.layout != "grid" else ""
-    return (f"extra{k}.{i}-level{ex.level}-{kind}{layout}-{ex.platform}{size}-{ex.n}"
-            + (refusal if kind == "grounding" else f"-{think}" if think != "goal" else ""))
+    return f"extra{k}.{i}-level{ex.level}-{kind}{layout}-{ex.platform}{size}-{ex.n}" + _data_suffix(kind, refusal, think)
+
+
+def _data_suffix(kind: str, refusal: str, think: str) -> str:
+    """The end of a synthetic data directory's name: grounding records' refusal share, navigation records'
+    think style (the defaults add nothing, so the plan's names stay what they were)."""
+    if kind == "grounding":
+        return refusal
+    return f"-{think}" if think != "goal" else ""
 
 
 def _collect_miniwob(ex: Extra, seed: int, out: Path) -> None:
